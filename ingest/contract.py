@@ -1,0 +1,433 @@
+"""The export contract (v1): every table, column, type and enumeration in one place.
+
+This module is the single source of truth. The Arrow schemas that the writer and the
+validator use, and the pydantic models used at the edges (one row checked at a time, never
+on a hot path), are both generated from ``TABLES`` below; ``docs/export-format.md`` states
+the same contract in prose and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Optional
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, create_model
+
+SCHEMA_VERSION = "1"
+
+# --------------------------------------------------------------------------- enumerations
+
+ENUMS: dict[str, tuple[str, ...]] = {
+    "participant_kind": ("model", "user", "moderator", "subagent"),
+    "message_role": ("system", "user", "assistant", "tool"),
+    "runtime_kind": (
+        "chat",
+        "multi_model",
+        "autonomous_discussion",
+        "subagent_child",
+        "parent_resume",
+        "scheduled_task",
+        "branch_send",
+    ),
+    "model_run_status": ("running", "succeeded", "failed", "timed_out", "cancelled"),
+    "tool_call_status": ("pending", "succeeded", "failed", "deferred"),
+    "privacy_class": (
+        "public",
+        "internal",
+        "user_private",
+        "oauth_derived",
+        "google_derived",
+        "secret_adjacent",
+    ),
+    "visibility_scope": ("participant_private", "branch", "conversation", "audit_only"),
+    "freshness_class": ("volatile", "session", "bounded", "durable", "permanent"),
+    "retention_class": ("keep", "archive", "redact", "hash_only", "delete"),
+    "promotion_policy": ("auto", "explicit", "never"),
+    "checkpoint_kind": ("continuation", "parent_resume"),
+    "record_kind": (
+        "message",
+        "tool_call",
+        "tool_artifact",
+        "tool_memory",
+        "skill_state",
+        "checkpoint",
+    ),
+    "decision": ("included", "omitted"),
+    "rendering": (
+        "verbatim",
+        "compact_memory",
+        "stale_marker",
+        "reference",
+        "rehydrated_raw",
+        "summary",
+        "revalidation_hint",
+    ),
+    "policy_family": (
+        "branch",
+        "ownership",
+        "visibility",
+        "privacy",
+        "freshness",
+        "promotion",
+        "rehydration",
+        "contradiction",
+        "recovery",
+        "retention",
+        "window",
+        "budget",
+    ),
+    "reason_code": (
+        # reasons a record is included
+        "in_window",
+        "lineage",
+        "conversation_shared",
+        "compact_memory",
+        "stale_marker",
+        "conflict_both_sides",
+        "recovery_protected",
+        "rehydrated_exact",
+        "promoted_child_output",
+        "checkpoint_restore",
+        "skill_active",
+        "speaker_context",
+        # reasons a record is omitted
+        "outside_window",
+        "sibling_branch",
+        "participant_private",
+        "audit_only",
+        "child_not_promoted",
+        "privacy_restricted",
+        "provider_restricted",
+        "stale",
+        "superseded",
+        "over_budget",
+        "byte_budget_exceeded",
+        "raw_replaced_by_memory",
+        "not_yet_created",
+        "retention_removed",
+        "broken_provenance",
+        "redundant",
+        # transcripts: records dropped by a runtime's own compaction
+        "compacted",
+    ),
+    "policy_outcome": ("allow", "deny", "mark", "protect", "rehydrate", "replace"),
+}
+
+INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:12])
+OMITTED_REASONS = frozenset(ENUMS["reason_code"][12:])
+
+# Privacy classes that are masked on screen and in exports unless the user reveals them.
+RESTRICTED_PRIVACY = frozenset({"oauth_derived", "google_derived", "secret_adjacent"})
+
+
+def _enum(name: str) -> type[Enum]:
+    return Enum(name, {v: v for v in ENUMS[name]}, type=str)  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of an export table.
+
+    ``kind`` is one of: str, int, float, bool, ts (UTC timestamp), list (list of strings),
+    json (a string holding JSON). ``enum`` names an entry of ``ENUMS``.
+    """
+
+    name: str
+    kind: str
+    nullable: bool = False
+    enum: str | None = None
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return ARROW_TYPES[self.kind]
+
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "str": pa.string(),
+    "json": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "ts": pa.timestamp("us", tz="UTC"),
+    "list": pa.list_(pa.string()),
+}
+
+# DuckDB column types for the same kinds, used when the store creates empty tables.
+DUCKDB_TYPES: dict[str, str] = {
+    "str": "VARCHAR",
+    "json": "VARCHAR",
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "bool": "BOOLEAN",
+    "ts": "TIMESTAMPTZ",
+    "list": "VARCHAR[]",
+}
+
+
+def _cols(spec: str) -> tuple[Column, ...]:
+    """Parse a compact column spec: ``name:kind[?][=enum]`` separated by whitespace."""
+    out = []
+    for token in spec.split():
+        name, rest = token.split(":")
+        enum = None
+        if "=" in rest:
+            rest, enum = rest.split("=")
+        nullable = rest.endswith("?")
+        kind = rest.rstrip("?")
+        assert kind in ARROW_TYPES, (name, kind)
+        assert enum is None or enum in ENUMS, (name, enum)
+        out.append(Column(name, kind, nullable, enum))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    column: str
+    table: str
+    target: str
+    # A dangling reference in a "soft" key is a warning (shown as broken provenance);
+    # in a hard key it is an error.
+    soft: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    foreign_keys: tuple[ForeignKey, ...] = ()
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema(
+            [pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in self.columns]
+        )
+
+
+TABLES: dict[str, Table] = {}
+
+
+def _table(name: str, spec: str, pk: tuple[str, ...], fks: tuple[ForeignKey, ...] = ()) -> None:
+    TABLES[name] = Table(name, _cols(spec), pk, fks)
+
+
+_table(
+    "conversations",
+    "conversation_id:str title:str owner_id:str created_at:ts",
+    ("conversation_id",),
+)
+_table(
+    "branches",
+    "branch_id:str conversation_id:str parent_branch_id:str? fork_message_id:str? "
+    "name:str created_at:ts",
+    ("branch_id",),
+    (
+        ForeignKey("conversation_id", "conversations", "conversation_id"),
+        ForeignKey("parent_branch_id", "branches", "branch_id"),
+        ForeignKey("fork_message_id", "messages", "message_id", soft=True),
+    ),
+)
+_table(
+    "participants",
+    "participant_id:str conversation_id:str label:str kind:str=participant_kind "
+    "provider:str? model:str?",
+    ("participant_id",),
+    (ForeignKey("conversation_id", "conversations", "conversation_id"),),
+)
+_table(
+    "messages",
+    "message_id:str conversation_id:str branch_id:str parent_message_id:str? "
+    "role:str=message_role participant_id:str? model_run_id:str? speaker_label:str? "
+    "content:str content_tokens:int visibility_scope:str=visibility_scope created_at:ts",
+    ("message_id",),
+    (
+        ForeignKey("conversation_id", "conversations", "conversation_id"),
+        ForeignKey("branch_id", "branches", "branch_id"),
+        ForeignKey("parent_message_id", "messages", "message_id", soft=True),
+        ForeignKey("participant_id", "participants", "participant_id"),
+        ForeignKey("model_run_id", "model_runs", "model_run_id", soft=True),
+    ),
+)
+_table(
+    "model_runs",
+    "model_run_id:str conversation_id:str branch_id:str participant_id:str "
+    "trigger_message_id:str? runtime_kind:str=runtime_kind parent_model_run_id:str? "
+    "subagent_batch_id:str? provider:str model:str status:str=model_run_status "
+    "started_at:ts ended_at:ts?",
+    ("model_run_id",),
+    (
+        ForeignKey("conversation_id", "conversations", "conversation_id"),
+        ForeignKey("branch_id", "branches", "branch_id"),
+        ForeignKey("participant_id", "participants", "participant_id"),
+        ForeignKey("trigger_message_id", "messages", "message_id", soft=True),
+        ForeignKey("parent_model_run_id", "model_runs", "model_run_id", soft=True),
+    ),
+)
+_table(
+    "tool_calls",
+    "tool_call_id:str model_run_id:str tool_name:str arguments_json:json "
+    "status:str=tool_call_status retryable:bool parallel_group:str? requested_at:ts "
+    "completed_at:ts?",
+    ("tool_call_id",),
+    (ForeignKey("model_run_id", "model_runs", "model_run_id", soft=True),),
+)
+_table(
+    "tool_artifacts",
+    "artifact_id:str tool_call_id:str tool_name:str status:str=tool_call_status "
+    "result_preview:str error:str? byte_size:int sha256:str storage_ref:str? "
+    "content_type:str content_tokens:int privacy_class:str=privacy_class "
+    "visibility_scope:str=visibility_scope owner_participant_id:str "
+    "owner_model_run_id:str shared_with:list branch_id:str "
+    "retention_class:str=retention_class created_at:ts",
+    ("artifact_id",),
+    (
+        ForeignKey("tool_call_id", "tool_calls", "tool_call_id", soft=True),
+        ForeignKey("owner_model_run_id", "model_runs", "model_run_id", soft=True),
+        ForeignKey("branch_id", "branches", "branch_id"),
+    ),
+)
+_table(
+    "tool_memories",
+    "memory_id:str conversation_id:str branch_id:str source_artifact_ids:list "
+    "source_tool_names:list summary:str structured_json:json? content_tokens:int "
+    "confidence:float trust_source:str ambiguity_notes:str? "
+    "privacy_class:str=privacy_class freshness_class:str=freshness_class observed_at:ts "
+    "stale_after:ts? revalidation_tools:list provenance_locators:list conflicts_with:list "
+    "supersedes:list superseded_by:str? promotion_policy:str=promotion_policy "
+    "promoted:bool visibility_scope:str=visibility_scope owner_participant_id:str? "
+    "owner_model_run_id:str? created_at:ts",
+    ("memory_id",),
+    (
+        ForeignKey("conversation_id", "conversations", "conversation_id"),
+        ForeignKey("branch_id", "branches", "branch_id"),
+        # every element of the list must name an artifact; a missing one is broken provenance
+        ForeignKey("source_artifact_ids", "tool_artifacts", "artifact_id", soft=True),
+        ForeignKey("superseded_by", "tool_memories", "memory_id", soft=True),
+    ),
+)
+_table(
+    "skill_states",
+    "skill_state_id:str model_run_id:str loaded_skills:list active_profiles:list "
+    "direct_tools:list content_tokens:int created_at:ts",
+    ("skill_state_id",),
+    (ForeignKey("model_run_id", "model_runs", "model_run_id", soft=True),),
+)
+_table(
+    "checkpoints",
+    "checkpoint_id:str model_run_id:str kind:str=checkpoint_kind state_json:json "
+    "content_tokens:int created_at:ts",
+    ("checkpoint_id",),
+    (ForeignKey("model_run_id", "model_runs", "model_run_id", soft=True),),
+)
+_table(
+    "context_assemblies",
+    "assembly_id:str model_run_id:str conversation_id:str branch_id:str participant_id:str "
+    "runtime_kind:str=runtime_kind provider:str model:str policy_version:str "
+    "assembler_version:str assembled_at:ts token_budget:int byte_budget:int "
+    "exact_evidence_ids:list baseline_tokens:int assembled_tokens:int "
+    "baseline_message_count:int assembled_message_count:int raw_artifact_count:int "
+    "selected_memory_count:int rehydrated_artifact_count:int graph_query_ms:float "
+    "policy_eval_ms:float serialization_ms:float selection_hash:str payload_sha256:str? "
+    "tags:list",
+    ("assembly_id",),
+    (
+        ForeignKey("model_run_id", "model_runs", "model_run_id", soft=True),
+        ForeignKey("conversation_id", "conversations", "conversation_id"),
+        ForeignKey("branch_id", "branches", "branch_id"),
+        ForeignKey("participant_id", "participants", "participant_id"),
+    ),
+)
+_table(
+    "assembly_records",
+    "assembly_id:str record_kind:str=record_kind record_id:str decision:str=decision "
+    "rendering:str?=rendering position:int? policy_family:str=policy_family "
+    "reason_code:str=reason_code detail:str tokens:int",
+    ("assembly_id", "record_kind", "record_id"),
+    (ForeignKey("assembly_id", "context_assemblies", "assembly_id"),),
+)
+_table(
+    "policy_decisions",
+    "decision_id:str assembly_id:str step:int record_kind:str=record_kind record_id:str "
+    "policy_family:str=policy_family outcome:str=policy_outcome reason_code:str=reason_code "
+    "detail:str",
+    ("decision_id",),
+    (ForeignKey("assembly_id", "context_assemblies", "assembly_id"),),
+)
+
+# Where each record kind lives: table and id column.
+RECORD_TABLES: dict[str, tuple[str, str]] = {
+    "message": ("messages", "message_id"),
+    "tool_call": ("tool_calls", "tool_call_id"),
+    "tool_artifact": ("tool_artifacts", "artifact_id"),
+    "tool_memory": ("tool_memories", "memory_id"),
+    "skill_state": ("skill_states", "skill_state_id"),
+    "checkpoint": ("checkpoints", "checkpoint_id"),
+}
+
+TABLE_ORDER: tuple[str, ...] = tuple(TABLES)
+
+# --------------------------------------------------------------------------- pydantic models
+
+_PY_TYPES: dict[str, Any] = {
+    "str": str,
+    "json": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "ts": dt.datetime,
+    "list": list[str],
+}
+
+
+def _model_for(table: Table) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for c in table.columns:
+        py: Any = _enum(c.enum) if c.enum else _PY_TYPES[c.kind]
+        if c.nullable:
+            fields[c.name] = (Optional[py], None)
+        else:
+            fields[c.name] = (py, ...)
+    name = "".join(p.capitalize() for p in table.name.split("_")) + "Row"
+    return create_model(  # type: ignore[call-overload]
+        name,
+        __config__=ConfigDict(extra="allow", strict=False, use_enum_values=True),
+        **fields,
+    )
+
+
+ROW_MODELS: dict[str, type[BaseModel]] = {name: _model_for(t) for name, t in TABLES.items()}
+
+
+class TableManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rows: int
+    # sha256 over the table's files, in sorted relative-path order (see docs/export-format.md)
+    sha256: str
+    files: list[str]
+
+
+class Manifest(BaseModel):
+    """manifest.json at the root of an export folder."""
+
+    model_config = ConfigDict(extra="allow")
+    export_id: str
+    schema_version: str
+    producer: str
+    created_at: dt.datetime
+    tables: dict[str, TableManifest]

@@ -1,0 +1,1 @@
+"""The Textual inspector and the ``contextlens`` command line."""
