@@ -1,0 +1,67 @@
+"""Which store a command works on: the bundled sample, an export folder, or a store file.
+
+Export folders (the bundled sample included) are ingested once into a store under the user
+cache directory, keyed by the export's manifest, so opening them again is instant and a
+changed export gets a fresh store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Callable
+
+from ingest.errors import ContextlensError
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("CONTEXTLENS_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    if not os.environ.get("CONTEXTLENS_CACHE"):
+        root = root / "contextlens"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def bundled_export() -> Path:
+    from sample_data import SAMPLE_DIR
+
+    if not (SAMPLE_DIR / "manifest.json").exists():
+        raise ContextlensError(f"the bundled sample is missing: {SAMPLE_DIR}/manifest.json")
+    return SAMPLE_DIR
+
+
+def is_export_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "manifest.json").is_file()
+
+
+def cached_store_for_export(export_dir: Path, progress: ProgressFn | None = None) -> Path:
+    """Ingest ``export_dir`` into a cache store (once per manifest) and return the store."""
+    from ingest.store import ingest
+
+    manifest = export_dir / "manifest.json"
+    key = hashlib.sha256(
+        str(export_dir.resolve()).encode() + b"\0" + manifest.read_bytes()
+    ).hexdigest()[:16]
+    db = cache_dir() / f"{export_dir.resolve().name}-{key}.duckdb"
+    if not db.exists():
+        ingest(export_dir, db, progress=progress)
+    return db
+
+
+def resolve_store(path: str | os.PathLike[str] | None, progress: ProgressFn | None = None) -> Path:
+    """A store file for what the user named: nothing (the bundled sample), an export folder,
+    or an existing store file."""
+    if path is None:
+        return cached_store_for_export(bundled_export(), progress)
+    p = Path(path)
+    if not p.exists():
+        raise ContextlensError(f"{p}: no such file or folder")
+    if p.is_dir():
+        if is_export_dir(p):
+            return cached_store_for_export(p, progress)
+        raise ContextlensError(f"{p}: not an export folder (no manifest.json)")
+    return p

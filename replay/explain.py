@@ -1,0 +1,178 @@
+"""The why-sentence: one plain sentence saying why a record was in or out of a prompt.
+
+``explain`` reads only what the store recorded (the record's final decision, its decision
+trace, the record itself and its provenance chain); it never guesses a cause that was not
+recorded. For an omission it adds what would have changed the outcome when the record says
+so (tokens short, stale since, superseded by, the deciding policy family).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KIND_NAMES = {
+    "message": "Message",
+    "tool_call": "ToolCall",
+    "tool_artifact": "ToolArtifact",
+    "tool_memory": "ToolMemory",
+    "skill_state": "SkillState",
+    "checkpoint": "Checkpoint",
+}
+
+RENDERING_PHRASES = {
+    "verbatim": "verbatim",
+    "compact_memory": "compact memory",
+    "stale_marker": "a stale marker (not presented as current)",
+    "reference": "a reference to the raw artifact",
+    "rehydrated_raw": "rehydrated raw evidence",
+    "summary": "a safe summary",
+    "revalidation_hint": "a revalidation hint",
+}
+
+INCLUDED_PHRASES = {
+    "in_window": "it is within the recent-message window",
+    "lineage": "it lies on the active branch's lineage",
+    "conversation_shared": "it is shared across the conversation",
+    "compact_memory": "its compact memory stands in for the raw output",
+    "stale_marker": "it is past its freshness window, so it is marked stale",
+    "conflict_both_sides": "it contradicts another memory and the policy shows both sides",
+    "recovery_protected": "it is recovery state (pending, failed, deferred or retry-critical) that the policy protects",
+    "rehydrated_exact": "the request asked for this exact evidence and it fit the byte budget",
+    "promoted_child_output": "it is a subagent's output that was promoted to the parent",
+    "checkpoint_restore": "it restores a continuation checkpoint",
+    "skill_active": "it carries the active skill state",
+    "speaker_context": "it attributes what another participant said",
+}
+
+OMITTED_PHRASES = {
+    "outside_window": "it fell outside the recent-message window",
+    "sibling_branch": "it belongs to a sibling branch, not this request's lineage",
+    "participant_private": "it is private to another participant",
+    "audit_only": "it is kept for audit only and never sent to a model",
+    "child_not_promoted": "it is a subagent's output that was not promoted to the parent",
+    "privacy_restricted": "its privacy class is blocked as raw data by the policy",
+    "provider_restricted": "the policy blocks its privacy class for this provider",
+    "stale": "it is past its freshness window and the policy omits stale records",
+    "superseded": "a newer memory supersedes it",
+    "over_budget": "the token budget ran out",
+    "byte_budget_exceeded": "the rehydration byte budget ran out",
+    "raw_replaced_by_memory": "a compact memory replaced the raw output",
+    "not_yet_created": "it did not exist yet when the request was assembled",
+    "retention_removed": "its retention class removed it",
+    "broken_provenance": "its provenance is broken (a source it names is missing)",
+    "redundant": "it repeats content already in the prompt",
+    "compacted": "the runtime compacted the conversation before this request",
+}
+
+
+def _ts(value: Any) -> str:
+    if value is None:
+        return "an unknown time"
+    try:
+        return value.strftime("%Y-%m-%d %H:%M UTC")
+    except AttributeError:
+        return str(value)
+
+
+def _provenance_clause(kind: str, provenance: list[dict[str, Any]]) -> str:
+    if kind != "tool_memory":
+        return ""
+    sources = [p for p in provenance if p.get("kind") == "tool_artifact" and p.get("depth", 1) == 1]
+    if not sources:
+        return ""
+    ok = [p["id"] for p in sources if not p.get("broken")]
+    broken = [p["id"] for p in sources if p.get("broken")]
+    parts = []
+    if ok:
+        parts.append("derived from artifact " + ", ".join(ok))
+    if broken:
+        parts.append("naming missing artifact " + ", ".join(broken))
+    return ", " + " and ".join(parts)
+
+
+def _scope_clause(assembly: dict[str, Any], record: dict[str, Any] | None) -> str:
+    if not record:
+        return ""
+    clauses = []
+    branch = record.get("branch_id")
+    if branch:
+        if branch == assembly.get("branch_id"):
+            clauses.append("on the active branch")
+        else:
+            clauses.append(f"from branch {branch}")
+    scope = record.get("visibility_scope")
+    owner = record.get("owner_participant_id") or record.get("participant_id")
+    if scope == "participant_private":
+        if owner == assembly.get("participant_id"):
+            clauses.append("private to this participant")
+        else:
+            clauses.append(f"private to participant {owner}")
+    elif scope in ("branch", "conversation"):
+        clauses.append("visible to this participant")
+    elif scope == "audit_only":
+        clauses.append("audit-only")
+    return (", " + ", ".join(clauses)) if clauses else ""
+
+
+def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: str) -> str:
+    reason = rec.get("reason_code")
+    detail = (rec.get("detail") or "").strip()
+    record = record or {}
+    if reason == "over_budget":
+        return f"It needed {rec.get('tokens', 0)} tokens" + (f" ({detail})" if detail else "") + "; a larger token budget or a smaller prompt would have let it in."
+    if reason == "stale":
+        since = record.get("stale_after")
+        tools = ", ".join(record.get("revalidation_tools") or [])
+        s = f"It has been stale since {_ts(since)}" if since else "It is stale"
+        return s + (f"; revalidating with {tools} would refresh it." if tools else "; a fresh observation would refresh it.")
+    if reason == "superseded":
+        by = record.get("superseded_by")
+        return f"It is superseded by {by}; the replacement is the current fact." if by else (detail + "." if detail else "")
+    if reason in ("privacy_restricted", "provider_restricted"):
+        cls = record.get("privacy_class")
+        return (f"Its class {cls} is blocked as raw under policy {policy}" if cls else f"Blocked under policy {policy}") + "; only an explicit policy change would send it raw."
+    if reason == "byte_budget_exceeded":
+        return f"It has {record.get('byte_size', '?')} bytes; a larger rehydration byte budget would have let it in."
+    if reason == "broken_provenance":
+        return "Repairing its provenance (restoring the missing source) would make it eligible again."
+    if reason == "child_not_promoted":
+        return "Promoting the child's output would make it visible to the parent."
+    if reason == "outside_window":
+        return "A wider window would have kept it."
+    return detail + "." if detail and not detail.endswith(".") else detail
+
+
+def explain(
+    assembly: dict[str, Any],
+    rec: dict[str, Any],
+    record: dict[str, Any] | None,
+    decisions: list[dict[str, Any]],
+    provenance: list[dict[str, Any]],
+) -> str:
+    """One sentence (two for omissions) on why ``rec`` was included or omitted."""
+    kind = rec["record_kind"]
+    rid = rec["record_id"]
+    name = f"{KIND_NAMES.get(kind, kind)} {rid}"
+    policy = assembly.get("policy_version", "?")
+    reason = rec.get("reason_code") or ""
+    family = rec.get("policy_family") or ""
+    if rec.get("decision") == "included":
+        rendering = RENDERING_PHRASES.get(rec.get("rendering") or "", rec.get("rendering") or "")
+        why = INCLUDED_PHRASES.get(reason, reason.replace("_", " "))
+        sentence = (
+            f"Included {name} as {rendering}{_provenance_clause(kind, provenance)}"
+            f"{_scope_clause(assembly, record)}, because {why}, under policy {policy}"
+        )
+        if kind == "tool_memory" and rec.get("rendering") == "compact_memory":
+            sentence += "; raw not rehydrated because the memory sufficed"
+        return sentence + "."
+    why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
+    sentence = (
+        f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)}"
+        f" because {why} ({family} stage, policy {policy})."
+    )
+    after = _counterfactual(rec, record, policy)
+    if not after and decisions:
+        last = decisions[-1]
+        after = (last.get("detail") or "").strip()
+    return f"{sentence} {after}".strip()

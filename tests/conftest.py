@@ -1,0 +1,28 @@
+"""Shared fixtures: the committed sample export and a store ingested from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sample_data import SAMPLE_DIR
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def sample_export() -> Path:
+    """The committed sample export folder."""
+    assert (SAMPLE_DIR / "manifest.json").exists(), "sample_data/ holds no export"
+    return SAMPLE_DIR
+
+
+@pytest.fixture(scope="session")
+def sample_db(sample_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A DuckDB store built from the committed sample (once per test worker)."""
+    from ingest.store import ingest
+
+    db = tmp_path_factory.mktemp("store") / "sample.duckdb"
+    ingest(sample_export, db)
+    return db
