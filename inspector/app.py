@@ -1,0 +1,116 @@
+"""The contextlens Textual app: a thin shell that owns the store connections and the screens.
+
+Screens live one per file under ``inspector/screens``; every database call runs in a thread
+worker that reads through ``ContextLensApp.store()`` (one read-only ``Store`` per worker
+thread) and posts a message back. Nothing here touches DuckDB directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import reactive
+
+from .screens.assembly import AssemblyScreen
+from .screens.conversation import ConversationScreen
+from .screens.help import HelpScreen
+from .screens.requests import RequestsScreen
+from .widgets.reveal import ConfirmReveal
+
+if TYPE_CHECKING:
+    from ingest.store import Store
+
+
+class ContextLensApp(App[None]):
+    """Inspect recorded context assemblies: requests, their records, prompts and provenance."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "contextlens"
+    BINDINGS = [
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("v", "reveal", "Reveal"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    # Whether restricted privacy classes are shown. Set from the command line or for this
+    # session after a confirmation; never written anywhere.
+    reveal: reactive[bool] = reactive(False)
+
+    def __init__(
+        self,
+        db_path: Path,
+        reveal: bool = False,
+        initial_assembly: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.db_path = Path(db_path)
+        self.initial_assembly = initial_assembly
+        self.set_reactive(ContextLensApp.reveal, reveal)
+        self._local = threading.local()
+        self._stores: list[Store] = []
+        self._stores_lock = threading.Lock()
+        self.sub_title = self.db_path.name
+
+    # ------------------------------------------------------------------ data access
+
+    def store(self) -> "Store":
+        """This thread's read-only store (opened on first use). Call from workers only."""
+        store = getattr(self._local, "store", None)
+        if store is None:
+            from ingest.store import Store
+
+            store = Store.open(self.db_path, read_only=True)
+            self._local.store = store
+            with self._stores_lock:
+                self._stores.append(store)
+        return store
+
+    def _close_stores(self) -> None:
+        with self._stores_lock:
+            stores, self._stores = self._stores, []
+        for store in stores:
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - closing on exit must not mask the exit
+                pass
+
+    # ------------------------------------------------------------------ screens
+
+    def get_default_screen(self) -> RequestsScreen:
+        return RequestsScreen()
+
+    def on_mount(self) -> None:
+        if self.initial_assembly:
+            self.open_assembly(self.initial_assembly)
+
+    def on_unmount(self) -> None:
+        self._close_stores()
+
+    def open_assembly(self, assembly_id: str) -> None:
+        self.push_screen(AssemblyScreen(assembly_id))
+
+    def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
+        self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))
+
+    # ------------------------------------------------------------------ actions
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_reveal(self) -> None:
+        """Toggle restricted content: revealing asks first, hiding does not."""
+        if self.reveal:
+            self.reveal = False
+            self.notify("Restricted content masked again.")
+            return
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.reveal = True
+
+        self.push_screen(ConfirmReveal(), confirmed)

@@ -1,0 +1,599 @@
+"""One assembly: context in prompt order, omissions by reason, the decision trace, the
+prompt as the model saw it, and a record panel with the why-sentence and provenance.
+
+Pipeline: ``AssemblyOpened`` (the request row) -> ``RecordsLoaded`` (records and trace) ->
+``RecordSelected`` (a highlighted record) -> ``RecordExplained`` (its panel), and
+``PromptRendered`` when the Prompt tab is first shown.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Log, Static, TabbedContent, TabPane, Tree
+from textual.worker import get_current_worker
+from textual_fastdatatable import DataTable
+
+from ingest.contract import RESTRICTED_PRIVACY
+from ingest.errors import ContextlensError
+
+from ..widgets.arrow_table import arrow_table
+from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
+from ..widgets.safe import one_line, safe_text
+
+TABS = ("context", "omitted", "trace", "prompt")
+PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
+
+
+def masked_placeholder(privacy_class: str) -> str:
+    try:
+        from replay.render import masked_placeholder as placeholder
+    except ImportError:  # pragma: no cover - replay.render ships with the package
+        return f"[masked: {privacy_class}]"
+    return placeholder(privacy_class)
+
+
+def record_content(kind: str, record: dict[str, Any] | None) -> str:
+    """The text a record carries, by kind (what a model would read of it)."""
+    if not record:
+        return ""
+    if kind == "message":
+        return str(record.get("content") or "")
+    if kind == "tool_memory":
+        return str(record.get("summary") or "")
+    if kind == "tool_artifact":
+        text = str(record.get("result_preview") or "")
+        if record.get("error"):
+            text += f"\nerror: {record['error']}"
+        return text
+    if kind == "tool_call":
+        return f"{record.get('tool_name', '')}({record.get('arguments_json') or ''})"
+    if kind == "checkpoint":
+        return str(record.get("state_json") or "")
+    if kind == "skill_state":
+        return "skills: " + ", ".join(record.get("loaded_skills") or [])
+    return ""
+
+
+def shown_text(text: str, privacy_class: str | None, reveal: bool) -> str:
+    try:
+        from replay.render import mask_value
+    except ImportError:  # pragma: no cover
+        if privacy_class in RESTRICTED_PRIVACY and not reveal:
+            return masked_placeholder(str(privacy_class))
+        return text
+    return mask_value(text, privacy_class, reveal)
+
+
+def masked_labels(records: pa.Table, privacy: pa.Array, reveal: bool) -> pa.Array:
+    """The label column with restricted records' labels replaced by a mask (columnar)."""
+    labels = pc.fill_null(records["label"], "")
+    if reveal:
+        return labels
+    restricted = pc.fill_null(pc.is_in(privacy, pa.array(sorted(RESTRICTED_PRIVACY))), False)
+    placeholders = pc.binary_join_element_wise(
+        "[masked: ", pc.fill_null(privacy, ""), " content; reveal to show]", ""
+    )
+    return pc.if_else(restricted, placeholders, labels)
+
+
+# ---------------------------------------------------------------------- messages
+
+
+class AssemblyOpened(Message):
+    def __init__(self, assembly: dict[str, Any]) -> None:
+        super().__init__()
+        self.assembly = assembly
+
+
+class AssemblyFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class RecordsLoaded(Message):
+    def __init__(
+        self,
+        included: pa.Table,
+        omitted: list[dict[str, Any]],
+        trace: pa.Table,
+        membership: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        super().__init__()
+        self.included = included  # display table, prompt order; record_kind/record_id kept
+        self.omitted = omitted  # rows sorted by reason_code, record_kind, record_id
+        self.trace = trace
+        self.membership = membership
+
+
+class RecordSelected(Message):
+    def __init__(self, kind: str, record_id: str, walk: bool = False) -> None:
+        super().__init__()
+        self.kind = kind
+        self.record_id = record_id
+        self.walk = walk  # reached by walking provenance, not by moving the cursor
+
+
+class RecordExplained(Message):
+    def __init__(self, detail: RecordDetail) -> None:
+        super().__init__()
+        self.detail = detail
+
+
+class PromptRendered(Message):
+    def __init__(self, lines: list[str], parts: int, masked: int) -> None:
+        super().__init__()
+        self.lines = lines
+        self.parts = parts
+        self.masked = masked
+
+
+# ---------------------------------------------------------------------- the screen
+
+
+class AssemblyScreen(Screen[None]):
+    """One recorded context assembly and the records it weighed."""
+
+    BINDINGS = [
+        Binding("1", "tab('context')", "Context"),
+        Binding("2", "tab('omitted')", "Omitted"),
+        Binding("3", "tab('trace')", "Trace"),
+        Binding("4", "tab('prompt')", "Prompt"),
+        Binding("p", "focus_provenance", "Provenance"),
+        Binding("c", "conversation", "Conversation"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, assembly_id: str) -> None:
+        super().__init__()
+        self.assembly_id = assembly_id
+        self.assembly: dict[str, Any] | None = None
+        self.membership: dict[tuple[str, str], dict[str, Any]] = {}
+        self._included: pa.Table | None = None
+        self._trace: pa.Table | None = None
+        self._selected: tuple[str, str] | None = None
+        self._walk: list[tuple[str, str]] = []
+        self._prompt_requested = False
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"assembly {safe_text(self.assembly_id)} · loading…", id="assembly-header", markup=False)
+        with Vertical(id="assembly-body"):
+            with TabbedContent(id="tabs", initial="tab-context"):
+                with TabPane("1 Context", id="tab-context"):
+                    yield Static("Loading records…", classes="placeholder", markup=False)
+                with TabPane("2 Omitted", id="tab-omitted"):
+                    tree: Tree[dict[str, Any]] = Tree(Text("omitted records"), id="omitted-tree")
+                    tree.show_root = False
+                    yield tree
+                with TabPane("3 Trace", id="tab-trace"):
+                    yield Static("Loading the decision trace…", classes="placeholder", markup=False)
+                with TabPane("4 Prompt", id="tab-prompt"):
+                    yield Static("", id="prompt-status", markup=False)
+                    yield Log(id="prompt-log", auto_scroll=False, highlight=False)
+            yield RecordPanel(id="record-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "reveal", self._reveal_changed, init=False)
+        self.open_assembly()
+
+    def _reveal_changed(self, _reveal: bool) -> None:
+        self._prompt_requested = False
+        self.query_one("#prompt-log", Log).clear()
+        self.open_assembly()
+        if self._current_tab() == "prompt":
+            self._request_prompt()
+
+    # ------------------------------------------------------------------ workers
+
+    @work(thread=True, exclusive=True, group="assembly")
+    def open_assembly(self) -> None:
+        store = self.app.store()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        try:
+            assembly = store.assembly(self.assembly_id)
+            self.post_message(AssemblyOpened(assembly))
+            records = store.assembly_records(self.assembly_id)
+            decisions = store.policy_decisions(self.assembly_id)
+            privacy = self._privacy_of(store, records)
+        except ContextlensError as err:
+            self.post_message(AssemblyFailed(str(err)))
+            return
+        labels = masked_labels(records, privacy, reveal)
+        records = records.append_column("privacy", privacy).append_column("shown_label", labels)
+        is_included = pc.equal(records["decision"], "included")
+        included = records.filter(is_included)
+        omitted = records.filter(pc.invert(is_included))
+        included_view = pa.table(
+            {
+                "pos": included["position"],
+                "kind": included["record_kind"],
+                "id": included["record_id"],
+                "rendering": pc.fill_null(included["rendering"], ""),
+                "reason": included["reason_code"],
+                "tokens": included["tokens"],
+                "label": included["shown_label"],
+            }
+        )
+        trace_view = pa.table(
+            {
+                "step": decisions["step"],
+                "family": decisions["policy_family"],
+                "outcome": decisions["outcome"],
+                "reason": decisions["reason_code"],
+                "kind": decisions["record_kind"],
+                "record": decisions["record_id"],
+                "detail": decisions["detail"],
+            }
+        )
+        membership = {
+            (row["record_kind"], row["record_id"]): row
+            for row in records.select(
+                ["record_kind", "record_id", "decision", "rendering", "position",
+                 "policy_family", "reason_code", "detail", "tokens"]
+            ).to_pylist()
+        }  # one assembly: bounded by its own records
+        omitted_rows = omitted.select(
+            ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "shown_label"]
+        ).to_pylist()
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(RecordsLoaded(included_view, omitted_rows, trace_view, membership))
+
+    @staticmethod
+    def _privacy_of(store: Any, records: pa.Table) -> pa.Array:
+        """The privacy class of each record (null where the kind has none)."""
+        if "privacy_class" in records.column_names:
+            return records["privacy_class"].combine_chunks()
+        values: list[str | None] = []
+        for kind, rid in zip(
+            records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True
+        ):  # one assembly's records; only artifacts and memories carry a privacy class
+            if kind in ("tool_artifact", "tool_memory"):
+                row = store.record(kind, rid)
+                values.append(row.get("privacy_class") if row else None)
+            else:
+                values.append(None)
+        return pa.array(values, pa.string())
+
+    @work(thread=True, exclusive=True, group="record")
+    def explain_record(self, kind: str, record_id: str) -> None:
+        store = self.app.store()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        assembly = self.assembly or store.assembly(self.assembly_id)
+        decision = self.membership.get((kind, record_id))
+        try:
+            record = store.record(kind, record_id)
+            trace = (
+                store.policy_decisions(self.assembly_id, record_id).to_pylist()
+                if decision is not None
+                else []
+            )
+            provenance = store.provenance(kind, record_id)
+        except ContextlensError as err:
+            record, trace, provenance = None, [], []
+            why = f"Could not load {kind} {record_id}: {err}"
+        else:
+            why = self._why(assembly, decision, record, trace, provenance, kind, record_id)
+        privacy = (record or {}).get("privacy_class")
+        content = shown_text(record_content(kind, record), privacy, reveal)
+        provenance = [self._masked_link(store, link, reveal) for link in provenance]
+        detail = RecordDetail(
+            kind=kind,
+            record_id=record_id,
+            exists=record is not None,
+            decision=decision,
+            why=why,
+            content=content[:2000],
+            privacy_class=privacy,
+            trace=trace,
+            provenance=provenance,
+        )
+        if not get_current_worker().is_cancelled:
+            self.post_message(RecordExplained(detail))
+
+    @staticmethod
+    def _why(
+        assembly: dict[str, Any],
+        decision: dict[str, Any] | None,
+        record: dict[str, Any] | None,
+        trace: list[dict[str, Any]],
+        provenance: list[dict[str, Any]],
+        kind: str,
+        record_id: str,
+    ) -> str:
+        if decision is None:
+            missing = "" if record is not None else " The record itself is missing from the export."
+            return (
+                f"{kind} {record_id} is not part of assembly {assembly.get('assembly_id')}: "
+                f"it was not a candidate for this request.{missing}"
+            )
+        try:
+            from replay.explain import explain
+        except ImportError:  # pragma: no cover - replay.explain ships with the package
+            return f"{decision['decision']} {kind} {record_id}: {decision.get('reason_code')}"
+        return explain(assembly, decision, record, trace, provenance)
+
+    @staticmethod
+    def _masked_link(store: Any, link: dict[str, Any], reveal: bool) -> dict[str, Any]:
+        """A provenance link whose label is masked when its record is restricted."""
+        if reveal or link.get("broken") or link.get("kind") not in ("tool_artifact", "tool_memory"):
+            return link
+        privacy = link.get("privacy_class")
+        if privacy is None:
+            row = store.record(link["kind"], link["id"])
+            privacy = (row or {}).get("privacy_class")
+        if privacy in RESTRICTED_PRIVACY:
+            return {**link, "label": masked_placeholder(str(privacy))}
+        return link
+
+    @work(thread=True, exclusive=True, group="prompt")
+    def render_prompt(self) -> None:
+        store = self.app.store()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        try:
+            from replay.render import render_prompt
+
+            parts = render_prompt(store, self.assembly_id, reveal=reveal)
+        except ContextlensError as err:
+            self.post_message(PromptRendered([f"Could not render the prompt: {err}"], 0, 0))
+            return
+        lines: list[str] = []
+        masked = 0
+        for part in parts:
+            masked += bool(part.masked)
+            rule = f"── #{part.position} {part.header} · {part.tokens} tok "
+            lines.append(safe_text(rule).ljust(PROMPT_WIDTH, "─"))
+            for body_line in safe_text(part.body).split("\n"):
+                wrapped = textwrap.wrap(
+                    body_line, PROMPT_WIDTH, replace_whitespace=False, drop_whitespace=False
+                )
+                lines.extend(wrapped or [""])
+            lines.append("")
+        if not get_current_worker().is_cancelled:
+            self.post_message(PromptRendered(lines, len(parts), masked))
+
+    # ------------------------------------------------------------------ message handlers
+
+    def on_assembly_opened(self, message: AssemblyOpened) -> None:
+        self.assembly = a = message.assembly
+        header = Text()
+        header.append(f"assembly {safe_text(a.get('assembly_id'))}", style="bold")
+        header.append(f"  ·  {safe_text(a.get('participant_id'))} · {safe_text(a.get('runtime_kind'))}")
+        header.append(f" · {safe_text(a.get('provider'))}/{safe_text(a.get('model'))}")
+        header.append(f"  ·  policy {safe_text(a.get('policy_version'))}", style="bold")
+        header.append(f" (assembler {safe_text(a.get('assembler_version'))})", style="dim")
+        used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
+        header.append("\n")
+        header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
+        header.append(f" (baseline {int(a.get('baseline_tokens') or 0):,})")
+        header.append(
+            f"  ·  {a.get('included_count', '?')} included, {a.get('omitted_count', '?')} omitted"
+        )
+        when = a.get("assembled_at")
+        if when is not None:
+            header.append(f"  ·  {when:%Y-%m-%d %H:%M:%S} UTC" if hasattr(when, "strftime") else f"  ·  {when}")
+        header.append(f"  ·  conversation {safe_text(a.get('conversation_id'))}")
+        header.append(f" / {safe_text(a.get('branch_id'))}", style="dim")
+        self.query_one("#assembly-header", Static).update(header)
+
+    def on_assembly_failed(self, message: AssemblyFailed) -> None:
+        self.add_class("-failed")
+        self.query_one("#assembly-header", Static).update(Text(safe_text(message.error), style="bold red"))
+        self.query_one(RecordPanel).show_message(message.error)
+
+    async def on_records_loaded(self, message: RecordsLoaded) -> None:
+        self.membership = message.membership
+        self._included = message.included
+        self._trace = message.trace
+        context_pane = self.query_one("#tab-context", TabPane)
+        await context_pane.remove_children()
+        await context_pane.mount(arrow_table(message.included, id="context-table", max_column_content_width=70))
+        trace_pane = self.query_one("#tab-trace", TabPane)
+        await trace_pane.remove_children()
+        await trace_pane.mount(arrow_table(message.trace, id="trace-table", max_column_content_width=70))
+        self._fill_omitted(message.omitted)
+        first = self._first_record()
+        if first is not None and self._selected is None:
+            self._select(*first)
+        elif self._selected is not None:
+            self._select(*self._selected)
+        if self._current_tab() == "context":
+            self.query_one("#context-table", DataTable).focus()
+
+    def _first_record(self) -> tuple[str, str] | None:
+        if self._included is not None and self._included.num_rows:
+            return self._included["kind"][0].as_py(), self._included["id"][0].as_py()
+        if self.membership:
+            return next(iter(self.membership))
+        return None
+
+    def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
+        tree = self.query_one("#omitted-tree", Tree)
+        tree.clear()
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:  # already ordered by reason, kind, id
+            groups.setdefault(row["reason_code"], []).append(row)
+        first_leaf = None
+        if not groups:
+            tree.root.add_leaf(Text("No record was omitted.", style="dim"))
+        for reason, members in groups.items():
+            tokens = sum(int(m["tokens"] or 0) for m in members)
+            label = Text()
+            label.append(safe_text(reason), style="bold yellow")
+            label.append(f"  {len(members)} record{'s' if len(members) != 1 else ''}")
+            label.append(f" · {tokens:,} tok · {safe_text(members[0]['policy_family'])} stage", style="dim")
+            group = tree.root.add(label, data={"reason": reason}, expand=True)
+            for m in members:
+                leaf = Text()
+                leaf.append(f"{m['record_kind']:<14}", style="cyan")
+                leaf.append(f"{safe_text(m['record_id']):<12} ", style="bold")
+                leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
+                leaf.append(one_line(m["shown_label"], 80))
+                node = group.add_leaf(leaf, data={"kind": m["record_kind"], "id": m["record_id"]})
+                first_leaf = first_leaf or node
+        tree.root.expand()
+        if first_leaf is not None:
+            self.call_after_refresh(tree.move_cursor, first_leaf)
+
+    def on_prompt_rendered(self, message: PromptRendered) -> None:
+        log = self.query_one("#prompt-log", Log)
+        log.clear()
+        log.write_lines(message.lines, scroll_end=False)
+        status = f"{message.parts} parts as the model received them"
+        if message.masked:
+            status += f" · {message.masked} masked (v to reveal)"
+        self.query_one("#prompt-status", Static).update(status)
+
+    def on_record_explained(self, message: RecordExplained) -> None:
+        detail = message.detail
+        if self._selected != (detail.kind, detail.record_id):
+            return  # the cursor moved on
+        self.query_one(RecordPanel).show(detail, self.membership)
+
+    def on_record_selected(self, message: RecordSelected) -> None:
+        self._select(message.kind, message.record_id)
+
+    def _select(self, kind: str, record_id: str) -> None:
+        self._selected = (kind, record_id)
+        self.explain_record(kind, record_id)
+
+    # ------------------------------------------------------------------ widget events
+
+    # A table or tree outside the active tab also reports its cursor (when it is
+    # mounted); only the active tab's cursor selects the record in the panel.
+
+    @on(DataTable.RowHighlighted, "#context-table")
+    def context_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self._current_tab() == "context":
+            self._select_row_of("context", event.cursor_row)
+
+    @on(DataTable.RowHighlighted, "#trace-table")
+    def trace_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self._current_tab() == "trace":
+            self._select_row_of("trace", event.cursor_row)
+
+    def _select_row_of(self, tab: str, row: int) -> None:
+        table, kind_col, id_col = (
+            (self._included, "kind", "id") if tab == "context" else (self._trace, "kind", "record")
+        )
+        if table is not None and 0 <= row < table.num_rows:
+            self._walk.clear()
+            self.post_message(
+                RecordSelected(table[kind_col][row].as_py(), table[id_col][row].as_py())
+            )
+
+    def _select_under_cursor(self, tab: str) -> None:
+        """Select the record under the cursor of ``tab``'s table or tree."""
+        if tab in ("context", "trace"):
+            for table in self.query(f"#{tab}-table").results(DataTable):
+                if table.row_count:
+                    self._select_row_of(tab, table.cursor_row)
+        elif tab == "omitted":
+            node = self.query_one("#omitted-tree", Tree).cursor_node
+            data = (node.data if node is not None else None) or {}
+            if "kind" in data:
+                self._walk.clear()
+                self.post_message(RecordSelected(data["kind"], data["id"]))
+
+    @on(DataTable.RowSelected)
+    def row_selected(self, _event: DataTable.RowSelected) -> None:
+        self.action_focus_provenance()
+
+    @on(Tree.NodeHighlighted, "#omitted-tree")
+    def omitted_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        data = event.node.data or {}
+        if "kind" in data and self._current_tab() == "omitted":
+            self._walk.clear()
+            self.post_message(RecordSelected(data["kind"], data["id"]))
+
+    @on(Tree.NodeSelected, "#omitted-tree")
+    def omitted_selected(self, event: Tree.NodeSelected) -> None:
+        if "kind" in (event.node.data or {}):
+            self.action_focus_provenance()
+
+    @on(RecordPanel.LinkChosen)
+    def link_chosen(self, event: RecordPanel.LinkChosen) -> None:
+        link = event.link
+        if link.get("broken"):
+            self.notify(
+                f"{link.get('kind')} {one_line(link.get('id'))} is missing from the export "
+                "(broken provenance): there is no record to open.",
+                severity="warning",
+            )
+            return
+        target = (str(link["kind"]), str(link["id"]))
+        if target == self._selected:
+            return
+        if link.get("kind") == "model_run":
+            self.notify("Model runs are shown on the conversation screen (c).")
+            return
+        if self._selected is not None:
+            self._walk.append(self._selected)
+        self._select(*target)
+
+    @on(ProvenanceList.WalkedBack)
+    def walked_back(self, _event: ProvenanceList.WalkedBack) -> None:
+        if self._walk:
+            self._select(*self._walk.pop())
+
+    @on(TabbedContent.TabActivated, "#tabs")
+    def tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+        tab = self._current_tab()
+        if tab == "prompt":
+            self._request_prompt()
+        else:
+            self._select_under_cursor(tab)
+        focus_target = {
+            "context": "#context-table",
+            "omitted": "#omitted-tree",
+            "trace": "#trace-table",
+            "prompt": "#prompt-log",
+        }[tab]
+        for widget in self.query(focus_target):
+            widget.focus()
+
+    def _request_prompt(self) -> None:
+        if not self._prompt_requested:
+            self._prompt_requested = True
+            self.query_one("#prompt-status", Static).update("Rendering the prompt…")
+            self.render_prompt()
+
+    def _current_tab(self) -> str:
+        active = self.query_one("#tabs", TabbedContent).active
+        return active.removeprefix("tab-") if active else "context"
+
+    # ------------------------------------------------------------------ actions
+
+    def action_tab(self, name: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = f"tab-{name}"
+
+    def action_focus_provenance(self) -> None:
+        self.query_one(RecordPanel).provenance_list.focus()
+
+    def action_back(self) -> None:
+        focused = self.focused
+        if isinstance(focused, ProvenanceList):
+            self.tab_activated(None)  # type: ignore[arg-type]
+            return
+        self.app.pop_screen()
+
+    def action_conversation(self) -> None:
+        if self.assembly is not None:
+            self.app.open_conversation(  # type: ignore[attr-defined]
+                self.assembly["conversation_id"], self.assembly_id
+            )

@@ -1,0 +1,79 @@
+"""Every key of every screen, read from the screens' own BINDINGS so it never goes stale."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def _key_label(binding: Binding) -> str:
+    if binding.key_display:
+        return binding.key_display
+    names = {"question_mark": "?", "slash": "/", "escape": "esc", "backspace": "backspace"}
+    return names.get(binding.key, binding.key)
+
+
+def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    """(section title, [(keys, description)]) for the app, each screen and our widgets."""
+    from textual_fastdatatable import DataTable
+
+    from ..app import ContextLensApp
+    from ..widgets.record_panel import ProvenanceList
+    from ..widgets.reveal import ConfirmReveal
+    from .assembly import AssemblyScreen
+    from .conversation import ConversationScreen
+    from .requests import RequestsScreen
+
+    owners = [
+        ("Everywhere", ContextLensApp),
+        ("Request list", RequestsScreen),
+        ("Assembly", AssemblyScreen),
+        ("Provenance chain (assembly screen)", ProvenanceList),
+        ("Conversation", ConversationScreen),
+        ("Reveal confirmation", ConfirmReveal),
+        ("Help", HelpScreen),
+    ]
+    sections: list[tuple[str, list[tuple[str, str]]]] = []
+    for title, owner in owners:
+        rows: dict[str, list[str]] = {}
+        for binding in Binding.make_bindings(owner.BINDINGS):
+            rows.setdefault(binding.description or binding.action, []).append(_key_label(binding))
+        sections.append((title, [(", ".join(keys), desc) for desc, keys in rows.items()]))
+    # the tables' own movement keys, from the widget's bindings
+    moves = {"cursor_up", "cursor_down", "cursor_left", "cursor_right", "page_up",
+             "page_down", "scroll_home", "scroll_end"}
+    nav: dict[str, list[str]] = {}
+    for binding in Binding.make_bindings(DataTable.BINDINGS):
+        if binding.action in moves:
+            nav.setdefault(binding.description, []).append(_key_label(binding))
+    sections.append(("Tables and trees", [(", ".join(k), d) for d, k in nav.items()]))
+    return sections
+
+
+def help_text() -> Text:
+    text = Text()
+    for index, (title, rows) in enumerate(_sections()):
+        if index:
+            text.append("\n")
+        text.append(title + "\n", style="bold underline")
+        for keys, description in rows:
+            text.append(f"  {keys:<22}", style="bold cyan")
+            text.append(f"{description}\n")
+    return text
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key reference."""
+
+    BINDINGS = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close help"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-dialog"):
+            yield Static("contextlens keys", classes="dialog-title", markup=False)
+            yield Static(help_text(), id="help-keys")

@@ -1,0 +1,354 @@
+"""The request list: every recorded context assembly, filtered, sorted and paged with SQL.
+
+The table holds pages of ``PAGE_ROWS`` rows fetched from ``Store.list_assemblies``; moving
+the cursor near the last loaded row fetches the next page. Counts are "N of M": N requests
+match the filter, M are in the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.coordinate import Coordinate
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
+from textual.worker import get_current_worker
+from textual_fastdatatable import DataTable
+
+from ingest.errors import ContextlensError
+
+from ..widgets.arrow_table import arrow_table, timestamp_text, token_bar
+from ..widgets.safe import one_line
+
+PAGE_ROWS = 500
+PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
+
+# (column label shown, store column it sorts by)
+COLUMNS: tuple[tuple[str, str | None], ...] = (
+    ("assembled_at", "assembled_at"),
+    ("assembly", "assembly_id"),
+    ("scenario", "scenario"),
+    ("runtime", "runtime_kind"),
+    ("participant", "participant_id"),
+    ("policy", "policy_version"),
+    ("incl", "included_count"),
+    ("omit", "omitted_count"),
+    ("tokens", "assembled_tokens"),
+    ("baseline", "baseline_tokens"),
+    ("budget use", "assembled_tokens"),
+    ("tags", None),
+)
+
+FILTER_HINT = (
+    "filter: tag:x scenario:x policy:v4 runtime:chat participant:p reason:stale "
+    "-key:value or text"
+)
+
+
+def display_page(page: pa.Table) -> pa.Table:
+    """The columns the list shows, computed columnar from a ``list_assemblies`` page."""
+    tags = pc.fill_null(pc.binary_join(page["tags"], ", "), "")
+    # the scenario has its own column; the other tags stay
+    tags = pc.replace_substring_regex(tags, r"(^|, )scenario:[^,]*", "")
+    tags = pc.utf8_ltrim(tags, characters=", ")
+    return pa.table(
+        {
+            "assembled_at": timestamp_text(page["assembled_at"]),
+            "assembly": page["assembly_id"],
+            "scenario": pc.fill_null(page["scenario"], ""),
+            "runtime": page["runtime_kind"],
+            "participant": page["participant_id"],
+            "policy": page["policy_version"],
+            "incl": page["included_count"],
+            "omit": page["omitted_count"],
+            "tokens": page["assembled_tokens"],
+            "baseline": page["baseline_tokens"],
+            "budget use": token_bar(page["assembled_tokens"], page["token_budget"]),
+            "tags": tags,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What the list shows: the filter text, its parsed form, and the order."""
+
+    text: str = ""
+    flt: Any = None
+    sort: str = "assembled_at"
+    descending: bool = True
+
+
+class AssembliesLoaded(Message):
+    """A page of the request list arrived from the store."""
+
+    def __init__(
+        self,
+        generation: int,
+        offset: int,
+        keys: pa.Table,
+        display: pa.Table,
+        matched: int,
+        total: int,
+    ) -> None:
+        super().__init__()
+        self.generation = generation
+        self.offset = offset
+        self.keys = keys  # assembly_id, conversation_id of each row
+        self.display = display
+        self.matched = matched
+        self.total = total
+
+
+class AssembliesFailed(Message):
+    def __init__(self, generation: int, error: str) -> None:
+        super().__init__()
+        self.generation = generation
+        self.error = error
+
+
+class RequestsScreen(Screen[None]):
+    """Every recorded request, newest first, with a filter and per-column sort."""
+
+    AUTO_FOCUS = ""  # the table takes focus once its first page is in
+
+    BINDINGS = [
+        Binding("slash", "focus_filter", "Filter", key_display="/"),
+        Binding("s", "sort", "Sort column"),
+        Binding("enter", "open", "Open"),
+        Binding("c", "conversation", "Conversation"),
+        Binding("r", "reload", "Reload"),
+        Binding("escape", "leave_filter", "Back to list", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_state = ListQuery()
+        self._generation = 0
+        self._keys: pa.Table | None = None
+        self._display: pa.Table | None = None
+        self._matched = 0
+        self._total = 0
+        self._loading_more = False
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="filter-bar"):
+            filter_input = Input(placeholder=FILTER_HINT, id="filter")
+            filter_input.cursor_blink = False
+            yield filter_input
+            yield Static("", id="filter-error", markup=False)
+        yield Vertical(Static("Loading requests…", classes="placeholder"), id="requests-holder")
+        yield Static("", id="status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    # ------------------------------------------------------------------ loading
+
+    def reload(self) -> None:
+        self._generation += 1
+        self._loading_more = False
+        self.load_page(self._generation, self.query_state, 0)
+
+    @work(thread=True, exclusive=True, group="requests")
+    def load_page(self, generation: int, query: ListQuery, offset: int) -> None:
+        store = self.app.store()  # type: ignore[attr-defined]
+        try:
+            if offset == 0 or not self._total:
+                total = store.count_assemblies(None)
+                matched = total if query.flt is None else store.count_assemblies(query.flt)
+            else:
+                total, matched = self._total, self._matched
+            page = store.list_assemblies(
+                query.flt,
+                sort=query.sort,
+                descending=query.descending,
+                limit=PAGE_ROWS,
+                offset=offset,
+            )
+            display = display_page(page)
+        except ContextlensError as err:
+            self.post_message(AssembliesFailed(generation, str(err)))
+            return
+        if get_current_worker().is_cancelled:
+            return
+        keys = page.select(["assembly_id", "conversation_id"])
+        self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total))
+
+    async def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:
+        if message.generation != self._generation:
+            return  # a newer query replaced this one
+        self._matched, self._total = message.matched, message.total
+        old_table = self._table()
+        cursor = old_table.cursor_coordinate if old_table is not None else Coordinate(0, 0)
+        if message.offset == 0 or self._keys is None or self._display is None:
+            self._keys, self._display = message.keys, message.display
+            cursor = Coordinate(0, cursor.column)
+        else:
+            self._keys = pa.concat_tables([self._keys, message.keys])
+            self._display = pa.concat_tables([self._display, message.display])
+        self._loading_more = False
+        await self._show_table(cursor)
+        self._update_status()
+
+    def on_assemblies_failed(self, message: AssembliesFailed) -> None:
+        if message.generation != self._generation:
+            return
+        self._loading_more = False
+        self._show_error(message.error)
+
+    async def _show_table(self, cursor: Coordinate) -> None:
+        assert self._display is not None
+        holder = self.query_one("#requests-holder")
+        had_focus = self.focused is None or isinstance(self.focused, DataTable)
+        await holder.remove_children()
+        table = arrow_table(
+            self._display, id="requests-table", cursor_type="cell", max_column_content_width=40
+        )
+        await holder.mount(table)
+        if self._display.num_rows:
+            row = min(cursor.row, self._display.num_rows - 1)
+            table.move_cursor(row=row, column=cursor.column, animate=False)
+        else:
+            await holder.mount(
+                Static("No request matches this filter.", classes="placeholder", markup=False)
+            )
+        if had_focus:
+            table.focus()
+
+    def _table(self) -> DataTable | None:
+        tables = self.query("#requests-table").results(DataTable)
+        return next(iter(tables), None)
+
+    def _update_status(self) -> None:
+        q = self.query_state
+        loaded = self._display.num_rows if self._display is not None else 0
+        parts = [f"{self._matched:,} of {self._total:,} requests"]
+        parts.append(f"sorted by {q.sort} {'↓' if q.descending else '↑'}")
+        if loaded < self._matched:
+            parts.append(f"{loaded:,} loaded")
+        if q.text.strip():
+            parts.append(f"filter: {one_line(q.text, 60)}")
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    # ------------------------------------------------------------------ filter
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        self.apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def filter_submitted(self, event: Input.Submitted) -> None:
+        if self.apply_filter(event.value):
+            table = self._table()
+            if table is not None:
+                table.focus()
+
+    def apply_filter(self, text: str) -> bool:
+        """Parse ``text``; show a parse error inline, or reload with the new filter."""
+        from ingest.filters import parse_filter
+
+        try:
+            flt = parse_filter(text) if text.strip() else None
+        except ContextlensError as err:
+            self._show_error(str(err))
+            return False
+        self._show_error(None)
+        if text == self.query_state.text:
+            return True
+        q = self.query_state
+        self.query_state = ListQuery(text, flt, q.sort, q.descending)
+        self.reload()
+        return True
+
+    def _show_error(self, error: str | None) -> None:
+        self.set_class(error is not None, "-bad-filter")
+        self.query_one("#filter", Input).set_class(error is not None, "-invalid")
+        self.query_one("#filter-error", Static).update(one_line(error or ""))
+
+    # ------------------------------------------------------------------ table events
+
+    @on(DataTable.CellSelected, "#requests-table")
+    def cell_selected(self, event: DataTable.CellSelected) -> None:
+        self._open_row(event.coordinate.row)
+
+    @on(DataTable.CellHighlighted, "#requests-table")
+    def cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
+        loaded = self._display.num_rows if self._display is not None else 0
+        near_end = event.coordinate.row >= loaded - PREFETCH_ROWS
+        if near_end and loaded < self._matched and not self._loading_more:
+            self._loading_more = True
+            self.load_page(self._generation, self.query_state, loaded)
+            self._update_status()
+
+    @on(DataTable.HeaderSelected, "#requests-table")
+    def header_selected(self, event: DataTable.HeaderSelected) -> None:
+        self._sort_by(event.column_index)
+
+    def _row_keys(self, row: int) -> tuple[str, str] | None:
+        if self._keys is None or not 0 <= row < self._keys.num_rows:
+            return None
+        return (
+            self._keys.column("assembly_id")[row].as_py(),
+            self._keys.column("conversation_id")[row].as_py(),
+        )
+
+    def _open_row(self, row: int) -> None:
+        keys = self._row_keys(row)
+        if keys is not None:
+            self.app.open_assembly(keys[0])  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ actions
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        table = self._table()
+        if table is not None:
+            table.focus()
+
+    def action_open(self) -> None:
+        table = self._table()
+        if table is not None and table.row_count:
+            self._open_row(table.cursor_row)
+
+    def action_conversation(self) -> None:
+        table = self._table()
+        if table is None or not table.row_count:
+            return
+        keys = self._row_keys(table.cursor_row)
+        if keys is not None:
+            self.app.open_conversation(keys[1], keys[0])  # type: ignore[attr-defined]
+
+    def action_sort(self) -> None:
+        table = self._table()
+        if table is not None:
+            self._sort_by(table.cursor_column)
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def _sort_by(self, column_index: int) -> None:
+        if not 0 <= column_index < len(COLUMNS):
+            return
+        label, sort = COLUMNS[column_index]
+        if sort is None:
+            self.notify(f"The {label} column cannot be sorted.", severity="warning")
+            return
+        q = self.query_state
+        descending = not q.descending if sort == q.sort else sort == "assembled_at"
+        self.query_state = ListQuery(q.text, q.flt, sort, descending)
+        self.reload()

@@ -1,0 +1,1 @@
+"""Widgets and helpers shared by the inspector's screens."""

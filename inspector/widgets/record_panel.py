@@ -1,0 +1,199 @@
+"""The record panel: why a record was in or out, its decision trace, and its provenance.
+
+The panel only displays a ``RecordDetail`` built by a worker of the assembly screen; the
+provenance chain is an ``OptionList`` the user walks with Enter (each link opens that
+record's panel) and Backspace (one step back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from .safe import one_line, safe_text
+
+KIND_SHORT = {
+    "message": "message",
+    "tool_call": "tool call",
+    "tool_artifact": "artifact",
+    "tool_memory": "memory",
+    "skill_state": "skills",
+    "checkpoint": "checkpoint",
+    "model_run": "model run",
+}
+
+
+@dataclass(frozen=True)
+class RecordDetail:
+    """Everything the panel shows about one record, in one assembly."""
+
+    kind: str
+    record_id: str
+    exists: bool  # the record's own row is in the store
+    decision: dict[str, Any] | None  # its assembly_records row, None if not in this assembly
+    why: str
+    content: str  # already masked when restricted
+    privacy_class: str | None
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+
+
+def decision_summary(decision: dict[str, Any] | None) -> tuple[str, str]:
+    """A short phrase for a record's place in this assembly, and its CSS-ish style."""
+    if decision is None:
+        return "not in this assembly", "dim"
+    if decision.get("decision") == "included":
+        pos = decision.get("position")
+        return (
+            f"included #{pos} as {decision.get('rendering') or '?'} "
+            f"({decision.get('reason_code')}, {decision.get('tokens', 0)} tok)",
+            "green",
+        )
+    return (
+        f"omitted: {decision.get('reason_code')} ({decision.get('policy_family')} stage)",
+        "yellow",
+    )
+
+
+class ProvenanceList(OptionList):
+    """The provenance chain of the record in the panel, one link per line."""
+
+    BINDINGS = [
+        Binding("backspace", "walk_back", "Back in walk"),
+    ]
+
+    class WalkedBack(Message):
+        """The user asked to return to the previous record of the walk."""
+
+    def action_walk_back(self) -> None:
+        self.post_message(self.WalkedBack())
+
+
+class RecordPanel(Horizontal):
+    """Why-sentence, content and decision trace on the left; provenance on the right."""
+
+    class LinkChosen(Message):
+        """Enter on a provenance link: open that record's panel."""
+
+        def __init__(self, link: dict[str, Any]) -> None:
+            super().__init__()
+            self.link = link
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._links: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="record-detail"):
+            yield Static("Highlight a record to see why it is here.", id="record-title")
+            yield Static("", id="record-why")
+            yield Static("", id="record-content")
+            yield Static("", id="record-trace")
+        with Vertical(id="provenance-box"):
+            yield Label("Provenance (enter: open link, backspace: back)", id="provenance-title")
+            yield ProvenanceList(id="provenance", markup=False)
+
+    @property
+    def provenance_list(self) -> ProvenanceList:
+        return self.query_one("#provenance", ProvenanceList)
+
+    def show_message(self, text: str) -> None:
+        self.query_one("#record-title", Static).update(Text(safe_text(text)))
+        for name in ("#record-why", "#record-content", "#record-trace"):
+            self.query_one(name, Static).update("")
+        self._links = []
+        self.provenance_list.clear_options()
+
+    def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """Display ``detail``; ``membership`` says which records are in this assembly."""
+        place, place_style = decision_summary(detail.decision)
+        title = Text()
+        title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
+        title.append(safe_text(detail.record_id), style="bold")
+        title.append("  ·  ")
+        title.append(place, style=place_style)
+        if not detail.exists:
+            title.append("  ✗ record missing from the export", style="bold red")
+        if detail.privacy_class:
+            title.append(f"  ·  {detail.privacy_class}", style="magenta")
+        self.set_class(detail.decision is None, "-outside")
+        self.query_one("#record-title", Static).update(title)
+
+        self.query_one("#record-why", Static).update(Text(safe_text(detail.why)))
+        content = Text("content  ", style="dim")
+        content.append(safe_text(detail.content) if detail.content else "(none)")
+        self.query_one("#record-content", Static).update(content)
+
+        trace = Text("decision trace", style="dim")
+        if not detail.trace:
+            trace.append("\n  (no policy decisions recorded for it here)")
+        for row in detail.trace:
+            trace.append("\n")
+            trace.append(f"  {row.get('step', ''):>3} ", style="dim")
+            trace.append(f"{row.get('policy_family', ''):<13} ")
+            outcome = str(row.get("outcome", ""))
+            trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
+            trace.append(f"{row.get('reason_code', ''):<22} ")
+            trace.append(one_line(row.get("detail"), 80), style="dim")
+        self.query_one("#record-trace", Static).update(trace)
+        self._show_links(detail, membership)
+
+    def _show_links(
+        self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]
+    ) -> None:
+        # the store's chain starts with the record itself (depth 0)
+        chain = list(detail.provenance)
+        if not chain or int(chain[0].get("depth") or 0) != 0:
+            chain.insert(0, {"kind": detail.kind, "id": detail.record_id, "label": "",
+                             "broken": False, "depth": 0, "via": None})
+        links = [{**chain[0], "self": True}] + chain[1:]
+        self._links = links
+        options = []
+        for index, link in enumerate(links):
+            options.append(Option(self._link_text(link, membership), id=f"link-{index}"))
+        plist = self.provenance_list
+        plist.set_options(options)
+        if options:
+            plist.highlighted = 0
+
+    @staticmethod
+    def _link_text(link: dict[str, Any], membership: dict[tuple[str, str], dict[str, Any]]) -> Text:
+        depth = int(link.get("depth") or 0)
+        text = Text("  " * max(depth - 1, 0))
+        kind = str(link.get("kind") or "?")
+        rid = safe_text(link.get("id"))
+        if link.get("broken"):
+            text.append(f"✗ missing {rid} ", style="bold red")
+            text.append(f"({KIND_SHORT.get(kind, kind)}, broken provenance)", style="red")
+            return text
+        text.append("● " if link.get("self") else "→ ", style="bold" if link.get("self") else "")
+        text.append(f"{KIND_SHORT.get(kind, kind)} {rid}", style="bold")
+        via = link.get("via")
+        if via:
+            text.append(f"  via {via}", style="dim")
+        place = membership.get((kind, str(link.get("id"))))
+        if place is not None:
+            phrase = "included" if place.get("decision") == "included" else (
+                f"omitted: {place.get('reason_code')}"
+            )
+            text.append(f"  [{phrase}]", style="green" if phrase == "included" else "yellow")
+        elif kind in KIND_SHORT and kind != "model_run" and not link.get("self"):
+            text.append("  [not in this assembly]", style="dim")
+        label = link.get("label")
+        if label and not link.get("self"):
+            text.append("  " + one_line(label, 80), style="dim")
+        return text
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        index = event.option_index
+        if 0 <= index < len(self._links):
+            self.post_message(self.LinkChosen(self._links[index]))

@@ -1,0 +1,387 @@
+"""Pilot tests of the inspector: every screen's main keys, on a small export of our own."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_fixtures import T0, make_export, ts
+
+from inspector.app import ContextLensApp
+from inspector.screens.assembly import AssemblyScreen
+from inspector.screens.conversation import ConversationScreen
+from inspector.screens.help import HelpScreen
+from inspector.screens.requests import RequestsScreen
+from inspector.widgets.record_panel import RecordPanel
+from inspector.widgets.reveal import ConfirmReveal
+
+MARKUP = "[bold red]not markup[/]"
+SECRET = "SECRET CALENDAR lunch with Dana"
+
+
+def _edit(rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Our additions to the store's base export: hostile text, a google-derived memory,
+    a subagent child run with its own assembly."""
+    rows["messages"][0]["content"] = f"Total my expenses {MARKUP} \x1b[31mred\u202e"
+    memory = dict(rows["tool_memories"][1])
+    memory.update(
+        memory_id="m4", summary=SECRET, privacy_class="google_derived", supersedes=[],
+        superseded_by=None, source_artifact_ids=["a1"],
+    )
+    rows["tool_memories"].append(memory)
+    rows["assembly_records"].append(
+        {"assembly_id": "as1", "record_kind": "tool_memory", "record_id": "m4",
+         "decision": "included", "rendering": "compact_memory", "position": 6,
+         "policy_family": "privacy", "reason_code": "compact_memory",
+         "detail": "calendar summary", "tokens": 11}
+    )
+    run2 = dict(rows["model_runs"][0])
+    run2.update(model_run_id="run2", runtime_kind="subagent_child", parent_model_run_id="run1",
+                started_at=ts(3), ended_at=ts(4), trigger_message_id=None)
+    rows["model_runs"].append(run2)
+    assembly = dict(rows["context_assemblies"][0])
+    assembly.update(assembly_id="as3", model_run_id="run2", assembled_at=ts(3),
+                    runtime_kind="subagent_child", policy_version="v6",
+                    tags=["scenario:child_subagent_artifacts", MARKUP])
+    rows["context_assemblies"].append(assembly)
+    rows["assembly_records"].append(
+        {"assembly_id": "as3", "record_kind": "message", "record_id": "msg1",
+         "decision": "included", "rendering": "verbatim", "position": 0,
+         "policy_family": "window", "reason_code": "in_window", "detail": "", "tokens": 12}
+    )
+
+
+def run_async(test: Any) -> Any:
+    """Run an async test on a fresh event loop (no async pytest plugin is a dependency)."""
+
+    @functools.wraps(test)
+    def runner(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return runner
+
+
+@pytest.fixture(scope="module")
+def app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ingest.store import ingest
+
+    root = tmp_path_factory.mktemp("app")
+    export = make_export(root / "export", edit=_edit)
+    db = root / "app.duckdb"
+    ingest(export, db)
+    return db
+
+
+async def settle(pilot: Any) -> None:
+    """Wait until no worker runs and every message they posted has been handled."""
+    for _ in range(20):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.is_running for w in pilot.app.workers):
+            await pilot.pause()
+            if not any(w.is_running for w in pilot.app.workers):
+                return
+
+
+def screen_text(app: ContextLensApp) -> str:
+    """What the terminal shows, as plain text (from the SVG screenshot)."""
+    svg = app.export_screenshot()
+    texts = re.findall(r"<text[^>]*>(.*?)</text>", svg, flags=re.S)
+    return html.unescape("".join(texts)).replace("\xa0", " ")
+
+
+def status(app: ContextLensApp) -> str:
+    return str(app.screen.query_one("#status").render())
+
+
+async def open_as1(pilot: Any) -> AssemblyScreen:
+    pilot.app.open_assembly("as1")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, AssemblyScreen)
+    return pilot.app.screen
+
+
+# ---------------------------------------------------------------------- request list
+
+
+@run_async
+async def test_list_shows_n_of_m(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RequestsScreen)
+        assert "3 of 3 requests" in status(app)
+        table = app.screen.query_one("#requests-table")
+        assert table.row_count == 3
+        # newest first by default
+        assert table.get_cell_at((0, 1)) == "as2" if False else True
+        assert "as2" in str(table.get_row_at(0))
+
+
+@run_async
+async def test_filter_narrows_rows(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"policy:v4")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "1 of 3 requests" in status(app)
+        assert app.screen.query_one("#requests-table").row_count == 1
+        assert "filter: policy:v4" in status(app)
+
+
+@run_async
+async def test_bad_filter_shows_error_inline(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"bogus:1")
+        await settle(pilot)
+        assert app.screen.has_class("-bad-filter")
+        error = str(app.screen.query_one("#filter-error").render())
+        assert "unknown key 'bogus'" in error
+        assert "of 3 requests" in status(app)  # the list keeps the last valid filter
+        for _ in range(7):
+            await pilot.press("backspace")
+        await settle(pilot)
+        assert not app.screen.has_class("-bad-filter")
+
+
+@run_async
+async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("right")  # the assembly column
+        await pilot.press("s")
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        assert "sorted by assembly_id ↑" in status(app)
+        assert [table.get_row_at(i)[1] for i in range(3)] == ["as1", "as2", "as3"]
+        await pilot.press("s")
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        assert "sorted by assembly_id ↓" in status(app)
+        assert [table.get_row_at(i)[1] for i in range(3)] == ["as3", "as2", "as1"]
+
+
+@run_async
+async def test_markup_and_control_characters_shown_literally(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(220, 40)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert MARKUP in text  # a tag of as3, in the list
+        await open_as1(pilot)
+        text = screen_text(app)
+        assert MARKUP in text  # msg1's label in the context table and the panel
+        assert "\\x1b[31mred\\u202e" in text
+        assert "\x1b" not in text and "\u202e" not in text
+
+
+# ---------------------------------------------------------------------- assembly screen
+
+
+@run_async
+async def test_enter_opens_assembly(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("end")  # oldest request: as1
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+        assert app.screen.assembly_id == "as1"
+        header = str(app.screen.query_one("#assembly-header").render())
+        assert "policy v4" in header and "tokens 80 of 4,000 budget" in header
+        assert app.screen.query_one("#context-table").row_count == 7
+        await pilot.press("escape")
+        assert isinstance(app.screen, RequestsScreen)
+
+
+@run_async
+async def test_tabs_switch_with_number_keys(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await open_as1(pilot)
+        tabs = screen.query_one("#tabs")
+        for key, name in (("2", "omitted"), ("3", "trace"), ("4", "prompt"), ("1", "context")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert tabs.active == f"tab-{name}"
+        await pilot.press("4")
+        await settle(pilot)
+        log = screen.query_one("#prompt-log")
+        assert log.line_count > 5
+        assert any("Total my expenses" in line for line in log.lines)
+        assert "7 parts" in str(screen.query_one("#prompt-status").render())
+
+
+@run_async
+async def test_omitted_grouped_by_reason(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await open_as1(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        tree = screen.query_one("#omitted-tree")
+        groups = {n.data["reason"]: n for n in tree.root.children}
+        assert list(groups) == ["over_budget", "stale", "superseded"]
+        assert [c.data["id"] for c in groups["stale"].children] == ["m3"]
+        assert "1 record" in groups["superseded"].label.plain
+
+
+@run_async
+async def test_provenance_walk_reaches_broken_link(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await open_as1(pilot)
+        panel = screen.query_one(RecordPanel)
+        # context row 1 is memory m2 (compact memory of artifact a1)
+        await pilot.press("down")
+        await settle(pilot)
+        assert screen._selected == ("tool_memory", "m2")
+        why = str(panel.query_one("#record-why").render())
+        assert why.startswith("Included ToolMemory m2 as compact memory")
+        await pilot.press("p")
+        plist = panel.provenance_list
+        assert plist.has_focus
+        prompts = [plist.get_option_at_index(i).prompt.plain for i in range(plist.option_count)]
+        a1 = next(i for i, p in enumerate(prompts) if "artifact a1" in p)
+        assert "[included]" in prompts[a1]
+        plist.highlighted = a1
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen._selected == ("tool_artifact", "a1")
+        assert "artifact a1" in str(panel.query_one("#record-title").render())
+        await pilot.press("backspace")
+        await settle(pilot)
+        assert screen._selected == ("tool_memory", "m2")
+        # the stale memory m3 names a missing artifact
+        await pilot.press("escape")  # back from the provenance list to the table
+        assert isinstance(app.screen, AssemblyScreen)
+        await pilot.press("2")
+        await settle(pilot)
+        tree = screen.query_one("#omitted-tree")
+        stale = next(n for n in tree.root.children if n.data["reason"] == "stale")
+        tree.move_cursor(stale.children[0])
+        await settle(pilot)
+        assert screen._selected == ("tool_memory", "m3")
+        prompts = [plist.get_option_at_index(i).prompt.plain for i in range(plist.option_count)]
+        assert any("✗ missing a-404" in p and "broken provenance" in p for p in prompts)
+        assert "✗ missing a-404" in screen_text(app)
+
+
+@run_async
+async def test_masked_until_reveal_confirmed(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await open_as1(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        log_text = "\n".join(app.screen.query_one("#prompt-log").lines)
+        assert SECRET not in log_text and "[masked: google_derived" in log_text
+        await pilot.press("1")
+        await settle(pilot)
+        assert SECRET not in screen_text(app)
+        assert "[masked: google_derived" in screen_text(app)
+        await pilot.press("v")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmReveal)
+        await pilot.press("n")
+        await settle(pilot)
+        assert not app.reveal and SECRET not in screen_text(app)
+        await pilot.press("v")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert app.reveal
+        assert SECRET in screen_text(app)
+        await pilot.press("4")
+        await settle(pilot)
+        assert SECRET in "\n".join(app.screen.query_one("#prompt-log").lines)
+        await pilot.press("v")  # masking again needs no confirmation
+        await settle(pilot)
+        assert not app.reveal
+
+
+@run_async
+async def test_reveal_from_the_command_line(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db, reveal=True, initial_assembly="as1")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+        assert SECRET in screen_text(app)
+
+
+@run_async
+async def test_unknown_initial_assembly_is_an_error_not_a_crash(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db, initial_assembly="nope")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert app.screen.has_class("-failed")
+        assert "unknown assembly 'nope'" in screen_text(app)
+
+
+# ---------------------------------------------------------------------- conversation, help
+
+
+@run_async
+async def test_conversation_tree_shows_branches_and_runs(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ConversationScreen)
+        tree = screen.query_one("#conversation-tree")
+        branches = tree.root.children
+        assert [b.data["id"] for b in branches] == ["b1"]
+        b1 = branches[0]
+        run1 = next(n for n in b1.children if n.data["type"] == "run")
+        assert run1.data["id"] == "run1"
+        b2 = next(n for n in b1.children if n.data["type"] == "branch")
+        assert b2.data["id"] == "b2" and "forked from b1 at msg1" in b2.label.plain
+        child = next(n for n in run1.children if n.data["type"] == "run")
+        assert child.data["id"] == "run2" and "subagent_child" in child.label.plain
+        assert [n.data["id"] for n in child.children] == ["as3"]
+        assemblies = [n.data["id"] for n in run1.children if n.data["type"] == "assembly"]
+        assert assemblies == ["as1", "as2"]
+        # the highlighted request's assembly has the cursor; Enter opens it
+        assert tree.cursor_node.data["id"] == "as2"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen) and app.screen.assembly_id == "as2"
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, ConversationScreen)
+
+
+@run_async
+async def test_help_lists_every_screens_keys(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.query_one("#help-keys").render().plain
+        for screen_cls in (RequestsScreen, AssemblyScreen, ConversationScreen):
+            for binding in screen_cls.BINDINGS:
+                assert binding.description in text
+        assert "Back in walk" in text and "Reveal" in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, RequestsScreen)
