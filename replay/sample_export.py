@@ -1,0 +1,172 @@
+"""The sample export: the committed story sample, and large synthetic exports for benchmarks.
+
+``write_sample(out_dir, seed=7)`` writes the story sample (four conversations, every story
+of DESIGN.md section 7, the v5 freshness incident and a drifted assembler build), byte for
+byte the same for a given seed. ``write_sample(out_dir, scale=N)`` writes N synthetic
+assemblies of about 20 records each, generated column by column with Arrow.
+
+Files in ``out_dir`` that are not part of an export (``__init__.py`` in ``sample_data/``)
+are kept: the export is written beside ``out_dir`` and its entries are moved in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from ingest.contract import TABLES
+from ingest.writer import ExportWriter
+
+SAMPLE_CREATED_AT = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+PRODUCER = "contextlens-sample/1"
+ASSEMBLER_VERSION = "ref-1.0.0"
+DRIFT_ASSEMBLER_VERSION = "ref-1.0.0-bad"
+
+# scenario tag names (without the "scenario:" prefix) the story sample carries
+SCENARIOS: tuple[str, ...] = (
+    "deferred_document_picker", "multi_tool_file_generation", "stale_connected_app_memory",
+    "multi_skill_runtime_state", "participant_visibility", "contradiction_supersession",
+    "broken_provenance", "exact_raw_csv_rehydration", "branch_isolation", "retry_critical_errors",
+    "google_derived_privacy", "subagent_continuation", "autonomous_discussion_attribution",
+    "child_subagent_artifacts", "parent_resume", "scheduled_task", "branch_send",
+    "incident_calendar_freshness", "drift_supersession",
+)
+
+SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
+
+
+def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table) -> str:
+    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
+    for every record of one assembly, sorted by (record_kind, record_id).
+
+    ``rows`` are assembly_records rows (dicts or an Arrow table with those columns) or
+    5-item sequences in that order. Equal selections hash equally on any machine.
+    """
+    if isinstance(rows, pa.Table):
+        rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
+    items = []
+    for row in rows:
+        if isinstance(row, Mapping):
+            item = [row[f] for f in SELECTION_FIELDS]
+        else:
+            item = list(row)
+        if item[4] is not None:
+            item[4] = int(item[4])
+        items.append(item)
+    items.sort(key=lambda x: (x[0], x[1]))
+    text = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None) -> Path:
+    """Write the story sample (``scale=None``) or a synthetic export of ``scale`` assemblies
+    into ``out_dir``; returns ``out_dir``."""
+    out_dir = Path(out_dir)
+    if scale is None:
+        export_id = f"sample-seed{seed}"
+        fill = lambda w: _fill_story(w, seed)  # noqa: E731
+    else:
+        if scale < 1:
+            raise ValueError("scale must be at least 1")
+        from .sample.scale import fill_scale
+
+        export_id = f"scale-{scale}-seed{seed}"
+        fill = lambda w: fill_scale(w, scale, seed)  # noqa: E731
+    return _write_into(out_dir, export_id, fill)
+
+
+# ---------------------------------------------------------------------------- placement
+def _export_entries() -> set[str]:
+    names = {"manifest.json", "blobs", "policies"}
+    for t in TABLES:
+        names.update({f"{t}.parquet", t})
+    return names
+
+
+def _write_into(out_dir: Path, export_id: str, fill: Any) -> Path:
+    stage = out_dir.parent / f".{out_dir.name}.sample-tmp"
+    if stage.exists():
+        shutil.rmtree(stage)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    writer = ExportWriter(stage, export_id=export_id, producer=PRODUCER,
+                          created_at=SAMPLE_CREATED_AT, overwrite=True)
+    with writer:
+        fill(writer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in sorted(_export_entries()):
+        old = out_dir / name
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        elif old.exists() or old.is_symlink():
+            old.unlink()
+    for entry in sorted(stage.iterdir()):
+        os.replace(entry, out_dir / entry.name)
+    stage.rmdir()
+    return out_dir
+
+
+# ---------------------------------------------------------------------------- story sample
+def _fill_story(w: ExportWriter, seed: int) -> None:
+    from .sample.decide import Assembler
+    from .sample.policies import POLICY_TOML, resolve
+    from .sample.stories import build
+
+    g = build(seed)
+    for version, text in POLICY_TOML.items():
+        w.add_policy(version, text)
+    for sha in sorted(g.blobs):
+        w.add_blob(g.blobs[sha])
+
+    policies = {v: resolve(v) for v in POLICY_TOML}
+    asm = Assembler(g)
+    runs = {r["model_run_id"]: r for r in g.tables["model_runs"]}
+    assemblies: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    for req in sorted(g.requests, key=lambda r: r.assembly_id):
+        policy = policies[req.policy_version]
+        out = asm.assemble(req, policy,
+                           invert_supersession=req.assembler_version == DRIFT_ASSEMBLER_VERSION)
+        run = runs[req.model_run_id]
+        inc = [r for r in out.records if r["decision"] == "included"]
+        kinds = lambda k: [r for r in inc if r["record_kind"] == k]  # noqa: E731
+        assemblies.append({
+            "assembly_id": req.assembly_id, "model_run_id": req.model_run_id,
+            "conversation_id": run["conversation_id"], "branch_id": run["branch_id"],
+            "participant_id": run["participant_id"], "runtime_kind": run["runtime_kind"],
+            "provider": run["provider"], "model": run["model"],
+            "policy_version": req.policy_version, "assembler_version": req.assembler_version,
+            "assembled_at": req.assembled_at,
+            "token_budget": req.token_budget or policy["budget"]["token_budget"],
+            "byte_budget": req.byte_budget or policy["rehydration"]["byte_budget"],
+            "exact_evidence_ids": req.exact_evidence_ids,
+            "baseline_tokens": out.baseline_tokens,
+            "assembled_tokens": sum(r["tokens"] for r in inc),
+            "baseline_message_count": out.baseline_message_count,
+            "assembled_message_count": len(kinds("message")),
+            "raw_artifact_count": len(kinds("tool_artifact")),
+            "selected_memory_count": len(kinds("tool_memory")),
+            "rehydrated_artifact_count": sum(r["rendering"] == "rehydrated_raw" for r in inc),
+            "graph_query_ms": round(g.rng.uniform(1.5, 9.0), 2),
+            "policy_eval_ms": round(g.rng.uniform(0.4, 3.0), 2),
+            "serialization_ms": round(g.rng.uniform(0.2, 1.5), 2),
+            "selection_hash": selection_hash(out.records),
+            "payload_sha256": None,
+            "tags": req.tags,
+        })
+        records.extend(sorted(out.records, key=lambda r: (r["record_kind"], r["record_id"])))
+        decisions.extend(out.decisions)
+
+    for name in ("conversations", "branches", "participants", "messages", "model_runs",
+                 "tool_calls", "tool_artifacts", "tool_memories", "skill_states", "checkpoints"):
+        w.write(name, g.tables.get(name, []))
+    w.write("context_assemblies", assemblies)
+    w.write("assembly_records", records)
+    w.write("policy_decisions", decisions)
