@@ -156,9 +156,15 @@ def explain(
     policy = assembly.get("policy_version", "?")
     reason = rec.get("reason_code") or ""
     family = rec.get("policy_family") or ""
+    broken_sources = [
+        p["id"] for p in provenance
+        if p.get("broken") and p.get("kind") == "tool_artifact" and p.get("depth", 1) == 1
+    ]
     if rec.get("decision") == "included":
         rendering = RENDERING_PHRASES.get(rec.get("rendering") or "", rec.get("rendering") or "")
         why = INCLUDED_PHRASES.get(reason, reason.replace("_", " "))
+        if broken_sources and rec.get("rendering") in ("stale_marker", "revalidation_hint"):
+            why = "its source evidence is missing (broken provenance), so it is not presented as current fact"
         sentence = (
             f"Included {name} as {rendering}{_provenance_clause(kind, provenance)}"
             f"{_scope_clause(assembly, record)}, because {why}, under policy {policy}"
@@ -168,7 +174,7 @@ def explain(
         return sentence + "."
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
     sentence = (
-        f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)}"
+        f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)},"
         f" because {why} ({family} stage, policy {policy})."
     )
     after = _counterfactual(rec, record, policy)
