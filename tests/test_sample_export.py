@@ -385,3 +385,30 @@ def test_policy_files_match_and_extend(story: Path) -> None:
         for family in ("window", "budget", "branch", "ownership", "visibility", "privacy", "freshness",
                        "contradiction", "recovery", "rehydration", "ranking"):
             assert family in full, (v, family)
+
+
+# ---------------------------------------------------------------------------- scale mode
+def test_scale_mode_writes_a_valid_proportional_export(tmp_path: Path) -> None:
+    out = write_sample(tmp_path / "scale", seed=7, scale=200)
+    tabs = read_export(out)
+    check_contract(tabs)
+    assert tabs["context_assemblies"].num_rows == 200
+    assert 3000 <= tabs["assembly_records"].num_rows <= 5000
+    for name in ("messages", "model_runs", "tool_calls", "tool_artifacts", "tool_memories"):
+        assert 0 < tabs[name].num_rows <= 400, name
+    recs: dict[str, list[dict]] = defaultdict(list)
+    for r in rows(tabs["assembly_records"]):
+        recs[r["assembly_id"]].append(r)
+    prompt_order = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
+                    "tool_call": 4, "tool_artifact": 5}
+    for a in rows(tabs["context_assemblies"]):
+        mine = recs[a["assembly_id"]]
+        inc = sorted((r for r in mine if r["decision"] == "included"), key=lambda r: r["position"])
+        assert [r["position"] for r in inc] == list(range(len(inc)))
+        assert [prompt_order[r["record_kind"]] for r in inc] == sorted(prompt_order[r["record_kind"]] for r in inc)
+        assert a["assembled_tokens"] == sum(r["tokens"] for r in inc)
+        assert a["selection_hash"] == selection_hash(mine)
+    reasons = set(tabs["assembly_records"].column("reason_code").to_pylist())
+    assert {"in_window", "compact_memory", "not_yet_created", "sibling_branch", "superseded"} <= reasons
+    again = write_sample(tmp_path / "scale-again", seed=7, scale=200)
+    assert (again / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()

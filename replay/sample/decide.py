@@ -28,6 +28,7 @@ recorded selection is what a correct assembler would produce (except the drift b
                            revalidation_hint). A memory older than the window of its
                            freshness class (hours; durable/permanent never go stale) is
                            marked (stale_marker) or omitted (stale); else compact_memory.
+                           The policy window decides, not the producer's ``stale_after``.
  8 promotion/rehydration   Child records: memories enter as promoted_child_output when
                            promoted, everything else is child_not_promoted. Artifacts named in
                            exact_evidence_ids are rehydrated raw within the request's byte

@@ -140,7 +140,7 @@ def _launch(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
                       "2026-10-20 10:00:18")
     g.memory(main, [a_pdf], "Generated launch-checklist.pdf titled '[bold red]not markup[/]' "
              "(file f-pdf-91, 2 pages).", "2026-10-20 10:00:19", freshness="permanent")
-    mem_csv = g.memory(main, [a_csv], "Generated tasks.csv (file f-csv-92): 14 tasks with columns "
+    g.memory(main, [a_csv], "Generated tasks.csv (file f-csv-92): 14 tasks with columns "
                        "task, owner, due, status; owners Ana, Luis, Mei, Omar.", "2026-10-20 10:00:19")
     g.memory(main, [a_up], "Uploaded launch-checklist.pdf and tasks.csv to /Launch/Atlas v2.",
              "2026-10-20 10:00:19")
@@ -153,7 +153,6 @@ def _launch(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
     req(r, "2026-10-20 11:00:02", scenario="exact_raw_csv_rehydration", exact=(a_csv,))
     answer(main, r, "Luis owns 4 tasks: vendor contract (10-27), venue (10-30), beta emails (11-10), "
            "partner briefing (11-14).", "2026-10-20 11:00:20")
-    del mem_csv
 
     # -- multi-skill runtime state, with a continuation checkpoint mid-run
     _, r = ask(main, claude, "Draft the launch announcement in our brand voice and attach the budget "
@@ -214,7 +213,7 @@ def _launch(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
     c = g.call(r, "notion.get_page", {"page": "Launch tracker"}, "2026-10-22 09:00:05", "2026-10-22 09:00:09")
     a = g.artifact(c, "Launch tracker\nLaunch date: 2026-11-19 (moved after legal review)\nOwner: Ana",
                    "2026-10-22 09:00:09", privacy="oauth_derived", pad_tokens=120)
-    date_new = g.memory(main, [a], "Launch date: 2026-11-19, moved from 11-12 after legal review "
+    g.memory(main, [a], "Launch date: 2026-11-19, moved from 11-12 after legal review "
                         "(Notion launch tracker).", "2026-10-22 09:00:15", privacy="oauth_derived",
                         confidence=0.95, supersedes=(date_old,), revalidation=("notion.get_page",))
     c = g.call(r, "pdf.extract", {"file": "vendor-b-signed-quote.pdf"}, "2026-10-22 09:00:05",
@@ -283,7 +282,6 @@ def _launch(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
                "2026-10-24 09:00:00", runtime="branch_send", user=ana)
     req(r, "2026-10-24 09:00:02", scenario="branch_send")
     answer(idea, r, "Teaser: 'Atlas v2. Works where you work.' (30s, three shots).", "2026-10-24 09:00:30")
-    del date_new
 
 
 def date_fork_message(g: Graph) -> str:
