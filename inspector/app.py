@@ -31,7 +31,8 @@ class ContextLensApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "contextlens"
     BINDINGS = [
-        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", show=False),
         Binding("v", "reveal", "Reveal"),
         Binding("q", "quit", "Quit"),
     ]
@@ -95,6 +96,9 @@ class ContextLensApp(App[None]):
 
     def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
         self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))
+
+    def watch_reveal(self, reveal: bool) -> None:
+        self.sub_title = self.db_path.name + (" · RESTRICTED CONTENT REVEALED" if reveal else "")
 
     # ------------------------------------------------------------------ actions
 

@@ -77,6 +77,30 @@ def app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+BULK = 1203
+
+
+@pytest.fixture(scope="module")
+def bulk_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """More requests than one page of the list holds."""
+    from ingest.store import ingest
+
+    def edit(rows: dict[str, list[dict[str, Any]]]) -> None:
+        template = rows["context_assemblies"][0]
+        rows["context_assemblies"] = [
+            {**template, "assembly_id": f"bulk-{i:04d}", "assembled_at": ts(i),
+             "tags": [f"scenario:s{i % 7}"]}
+            for i in range(BULK)
+        ]
+        rows["assembly_records"] = []
+        rows["policy_decisions"] = []
+
+    root = tmp_path_factory.mktemp("bulk")
+    db = root / "bulk.duckdb"
+    ingest(make_export(root / "export", edit=edit), db)
+    return db
+
+
 async def settle(pilot: Any) -> None:
     """Wait until no worker runs and every message they posted has been handled."""
     for _ in range(20):
@@ -171,6 +195,28 @@ async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
         table = app.screen.query_one("#requests-table")
         assert "sorted by assembly_id ↓" in status(app)
         assert [table.get_row_at(i)[1] for i in range(3)] == ["as3", "as2", "as1"]
+
+
+@run_async
+async def test_list_pages_with_sql_as_the_cursor_nears_the_end(bulk_db: Path) -> None:
+    app = ContextLensApp(db_path=bulk_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert "1,203 of 1,203 requests" in status(app) and "500 loaded" in status(app)
+        await pilot.press("end")
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        assert table.row_count == 1000 and "1,000 loaded" in status(app)
+        assert table.cursor_row == 499  # the cursor stays where the user put it
+        assert table.get_row_at(0)[1] == "bulk-1202" and table.get_row_at(999)[1] == "bulk-0203"
+        await pilot.press("end")
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        assert table.row_count == BULK and "loaded" not in status(app)
+        assert table.get_row_at(BULK - 1)[1] == "bulk-0000"
+        await pilot.press("slash", *"scenario:s3", "enter")
+        await settle(pilot)
+        assert "172 of 1,203 requests" in status(app)
 
 
 @run_async

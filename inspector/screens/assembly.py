@@ -214,6 +214,8 @@ class AssemblyScreen(Screen[None]):
             self.post_message(AssemblyFailed(str(err)))
             return
         labels = masked_labels(records, privacy, reveal)
+        if not reveal:  # secret-looking values; one assembly's records, so bounded
+            labels = pa.array([shown_text(v, None, False) for v in labels.to_pylist()], pa.string())
         records = records.append_column("privacy", privacy).append_column("shown_label", labels)
         is_included = pc.equal(records["decision"], "included")
         included = records.filter(is_included)
@@ -277,13 +279,14 @@ class AssemblyScreen(Screen[None]):
         assembly = self.assembly or store.assembly(self.assembly_id)
         decision = self.membership.get((kind, record_id))
         try:
-            record = store.record(kind, record_id)
+            record = store.record(kind, record_id) if kind != "model_run" else None
             trace = (
                 store.policy_decisions(self.assembly_id, record_id).to_pylist()
                 if decision is not None
                 else []
             )
-            provenance = store.provenance(kind, record_id)
+            # the chain starts at the record itself; a missing record has no chain
+            provenance = store.provenance(kind, record_id) if record is not None else []
         except ContextlensError as err:
             record, trace, provenance = None, [], []
             why = f"Could not load {kind} {record_id}: {err}"
@@ -331,15 +334,17 @@ class AssemblyScreen(Screen[None]):
     @staticmethod
     def _masked_link(store: Any, link: dict[str, Any], reveal: bool) -> dict[str, Any]:
         """A provenance link whose label is masked when its record is restricted."""
-        if reveal or link.get("broken") or link.get("kind") not in ("tool_artifact", "tool_memory"):
+        if reveal or link.get("broken"):
             return link
+        if link.get("kind") not in ("tool_artifact", "tool_memory"):
+            return {**link, "label": shown_text(str(link.get("label") or ""), None, False)}
         privacy = link.get("privacy_class")
         if privacy is None:
             row = store.record(link["kind"], link["id"])
             privacy = (row or {}).get("privacy_class")
         if privacy in RESTRICTED_PRIVACY:
             return {**link, "label": masked_placeholder(str(privacy))}
-        return link
+        return {**link, "label": shown_text(str(link.get("label") or ""), None, False)}
 
     @work(thread=True, exclusive=True, group="prompt")
     def render_prompt(self) -> None:

@@ -49,6 +49,11 @@ class ConversationFailed(Message):
         self.error = error
 
 
+def _count(n: int, noun: str) -> str:
+    plural = {"branch": "branches", "assembly": "assemblies"}.get(noun, noun + "s")
+    return f"{n} {noun if n == 1 else plural}"
+
+
 def _ordered(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: tuple("" if r.get(k) is None else str(r.get(k)) for k in keys))
 
@@ -58,7 +63,7 @@ class ConversationScreen(Screen[None]):
 
     BINDINGS = [
         Binding("enter", "open", "Open assembly"),
-        Binding("x", "toggle_all", "Expand/collapse all"),
+        Binding("x", "toggle_runs", "Collapse/expand runs"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -106,8 +111,13 @@ class ConversationScreen(Screen[None]):
         if conv.get("owner_id"):
             header.append(f"  ·  owner {safe_text(conv['owner_id'])}", style="dim")
         header.append(
-            f"  ·  {len(message.branches)} branches, {len(message.runs)} runs, "
-            f"{len(message.assemblies)} assemblies"
+            "  ·  " + ", ".join(
+                _count(len(items), noun)
+                for items, noun in (
+                    (message.branches, "branch"), (message.runs, "run"),
+                    (message.assemblies, "assembly"),
+                )
+            )
         )
         self.query_one("#conversation-header", Static).update(header)
         self._build_tree(message)
@@ -169,7 +179,7 @@ class ConversationScreen(Screen[None]):
 
         def add_run(node: TreeNode[dict[str, Any]], run: dict[str, Any]) -> None:
             label = Text()
-            label.append("▸ run ", style="blue")
+            label.append("run ", style="blue")
             label.append(safe_text(run["model_run_id"]), style="bold")
             label.append(f"  {safe_text(run.get('runtime_kind'))}")
             label.append(f"  {safe_text(run.get('participant_id'))}", style="cyan")
@@ -183,7 +193,7 @@ class ConversationScreen(Screen[None]):
 
         def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
             label = Text()
-            label.append("⑂ branch ", style="green")
+            label.append("branch ", style="green")
             label.append(safe_text(branch["branch_id"]), style="bold")
             if branch.get("name"):
                 label.append(f"  “{one_line(branch['name'], 40)}”")
@@ -223,14 +233,32 @@ class ConversationScreen(Screen[None]):
         if node is not None and (node.data or {}).get("type") == "assembly":
             self.app.open_assembly(node.data["id"])  # type: ignore[attr-defined,index]
 
-    def action_toggle_all(self) -> None:
+    def action_toggle_runs(self) -> None:
+        """Fold every run (leaving the branch outline), or unfold everything."""
         tree = self.query_one("#conversation-tree", Tree)
         self._expanded = not self._expanded
-        for node in tree.root.children:
-            if self._expanded:
-                node.expand_all()
+        if self._expanded:
+            tree.root.expand_all()
+            return
+        # the cursor moves to the outermost folded run above it, so it stays visible
+        cursor = tree.cursor_node
+        outermost_run = None
+        node = cursor
+        while node is not None:
+            if (node.data or {}).get("type") == "run":
+                outermost_run = node
+            node = node.parent
+        pending = list(tree.root.children)
+        while pending:
+            node = pending.pop()
+            if (node.data or {}).get("type") == "run":
+                node.collapse()
             else:
-                node.collapse_all()
+                node.expand()
+                pending.extend(node.children)
+        if outermost_run is not None:
+            target = outermost_run
+            self.call_after_refresh(lambda: tree.move_cursor(target, animate=False))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -33,7 +33,7 @@ PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the l
 
 # (column label shown, store column it sorts by)
 COLUMNS: tuple[tuple[str, str | None], ...] = (
-    ("assembled_at", "assembled_at"),
+    ("assembled (UTC)", "assembled_at"),
     ("assembly", "assembly_id"),
     ("scenario", "scenario"),
     ("runtime", "runtime_kind"),
@@ -41,11 +41,14 @@ COLUMNS: tuple[tuple[str, str | None], ...] = (
     ("policy", "policy_version"),
     ("incl", "included_count"),
     ("omit", "omitted_count"),
+    ("budget use", "assembled_tokens"),
     ("tokens", "assembled_tokens"),
     ("baseline", "baseline_tokens"),
-    ("budget use", "assembled_tokens"),
     ("tags", None),
 )
+
+# fixed widths where values run long (cut with …), None to fit the content
+COLUMN_WIDTHS: list[int | None] = [None, None, 24, 14, 13, None, None, None, None, None, None, None]
 
 FILTER_HINT = (
     "filter: tag:x scenario:x policy:v4 runtime:chat participant:p reason:stale "
@@ -61,7 +64,7 @@ def display_page(page: pa.Table) -> pa.Table:
     tags = pc.utf8_ltrim(tags, characters=", ")
     return pa.table(
         {
-            "assembled_at": timestamp_text(page["assembled_at"]),
+            "assembled (UTC)": timestamp_text(page["assembled_at"], seconds=False),
             "assembly": page["assembly_id"],
             "scenario": pc.fill_null(page["scenario"], ""),
             "runtime": page["runtime_kind"],
@@ -69,9 +72,9 @@ def display_page(page: pa.Table) -> pa.Table:
             "policy": page["policy_version"],
             "incl": page["included_count"],
             "omit": page["omitted_count"],
+            "budget use": token_bar(page["assembled_tokens"], page["token_budget"]),
             "tokens": page["assembled_tokens"],
             "baseline": page["baseline_tokens"],
-            "budget use": token_bar(page["assembled_tokens"], page["token_budget"]),
             "tags": tags,
         }
     )
@@ -144,7 +147,7 @@ class RequestsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="filter-bar"):
-            filter_input = Input(placeholder=FILTER_HINT, id="filter")
+            filter_input = Input(placeholder=FILTER_HINT, id="filter", compact=True)
             filter_input.cursor_blink = False
             yield filter_input
             yield Static("", id="filter-error", markup=False)
@@ -215,7 +218,11 @@ class RequestsScreen(Screen[None]):
         had_focus = self.focused is None or isinstance(self.focused, DataTable)
         await holder.remove_children()
         table = arrow_table(
-            self._display, id="requests-table", cursor_type="cell", max_column_content_width=40
+            self._display,
+            id="requests-table",
+            cursor_type="cell",
+            max_column_content_width=40,
+            column_widths=COLUMN_WIDTHS,
         )
         await holder.mount(table)
         if self._display.num_rows:

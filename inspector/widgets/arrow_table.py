@@ -11,7 +11,18 @@ from textual_fastdatatable import ArrowBackend, DataTable
 from .safe import safe_table
 
 BAR_WIDTH = 8
-_BARS = pa.array(["█" * i + "░" * (BAR_WIDTH - i) for i in range(BAR_WIDTH + 1)])
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _bar(level: int) -> str:
+    """A bar of ``BAR_WIDTH`` cells filled to ``level`` eighths of a cell."""
+    full, part = divmod(level, 8)
+    bar = "█" * full + (_EIGHTHS[part] if part else "")
+    return bar + "░" * (BAR_WIDTH - len(bar))
+
+
+# every bar there is, indexed by fill level; rows pick theirs with one take()
+_BARS = pa.array([_bar(level) for level in range(BAR_WIDTH * 8 + 1)])
 
 
 def arrow_table(
@@ -21,6 +32,7 @@ def arrow_table(
     classes: str | None = None,
     cursor_type: str = "row",
     max_column_content_width: int | None = 60,
+    column_widths: list[int | None] | None = None,
 ) -> DataTable:
     """A DataTable over ``data``: every string escaped, markup never rendered."""
     backend = ArrowBackend(safe_table(data))
@@ -30,6 +42,7 @@ def arrow_table(
         classes=classes,
         cursor_type=cursor_type,  # type: ignore[arg-type]
         max_column_content_width=max_column_content_width,
+        column_widths=column_widths,
         show_row_labels=False,
         zebra_stripes=True,
         render_markup=False,
@@ -37,16 +50,17 @@ def arrow_table(
     )
 
 
-def timestamp_text(column: Any) -> pa.Array:
-    """A timestamp column as ``YYYY-MM-DD HH:MM:SS`` UTC text (columnar)."""
+def timestamp_text(column: Any, seconds: bool = True) -> pa.Array:
+    """A timestamp column as ``YYYY-MM-DD HH:MM[:SS]`` UTC text (columnar)."""
     if len(column) == 0:
         return pa.array([], pa.string())
-    # %S of a microsecond timestamp carries the fraction; the list shows whole seconds
-    return pc.utf8_slice_codeunits(pc.strftime(column, format="%Y-%m-%d %H:%M:%S"), 0, 19)
+    # %S of a microsecond timestamp carries the fraction: cut it off
+    text = pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
+    return pc.utf8_slice_codeunits(text, 0, 19 if seconds else 16)
 
 
 def token_bar(used: Any, budget: Any) -> pa.Array:
-    """``█████░░░ 62%``: tokens used against the budget, one bar per row (columnar)."""
+    """``████▉░░░ 62%``: tokens used against the budget, one bar per row (columnar)."""
     if len(used) == 0:
         return pa.array([], pa.string())
     ratio = pc.divide(
@@ -54,7 +68,7 @@ def token_bar(used: Any, budget: Any) -> pa.Array:
         pc.cast(pc.max_element_wise(budget, 1), pa.float64()),
     )
     clamped = pc.min_element_wise(pc.max_element_wise(ratio, 0.0), 1.0)
-    filled = pc.cast(pc.round(pc.multiply(clamped, float(BAR_WIDTH))), pa.int64())
-    bars = pc.take(_BARS, filled)
+    level = pc.cast(pc.ceil(pc.multiply(clamped, float(BAR_WIDTH * 8))), pa.int64())
+    bars = pc.take(_BARS, level)
     percent = pc.cast(pc.cast(pc.round(pc.multiply(ratio, 100.0)), pa.int64()), pa.string())
     return pc.binary_join_element_wise(bars, pc.binary_join_element_wise(percent, "%", ""), " ")
