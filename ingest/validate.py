@@ -376,6 +376,15 @@ def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
 def check_primary_keys(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str) -> None:
     for name, table in TABLES.items():
         pk = ", ".join(q(c) for c in table.primary_key)
+        key = q(table.primary_key[0]) if len(table.primary_key) == 1 else f"({pk})"
+        # count(DISTINCT) is about twice as fast as GROUP BY ... HAVING on big tables;
+        # the grouping only runs to name the duplicate once one is known to exist
+        total, distinct = fetch_one(con.execute(
+            f"SELECT count(*), count(DISTINCT {key}) FROM {q(name)} WHERE export_id = ?",
+            [export_id],
+        ))
+        if total == distinct:
+            continue
         dup = fetch_one(con.execute(
             f"SELECT {pk} FROM {q(name)} WHERE export_id = ? GROUP BY {pk} "
             f"HAVING count(*) > 1 LIMIT 1",
@@ -409,6 +418,10 @@ def _fk_predicate(fk_column: str, is_list: bool, target: str, target_col: str) -
     return f"{q(fk_column)} IS NOT NULL AND {q(fk_column)} NOT IN {targets}"
 
 
+# References repeated by many rows (an assembly's records and decisions)
+_CLUSTERED_FKS = {("assembly_records", "assembly_id"), ("policy_decisions", "assembly_id")}
+
+
 def check_foreign_keys(
     con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str
 ) -> list[str]:
@@ -421,6 +434,13 @@ def check_foreign_keys(
             if is_list:
                 count_sql = (
                     f"SELECT count(*) FROM (SELECT unnest({col}) AS ref FROM {q(name)} "
+                    f"WHERE export_id = ?) r WHERE ref IS NOT NULL AND NOT EXISTS "
+                    f"(SELECT 1 FROM {target} t WHERE t.{tcol} = r.ref AND t.export_id = ?)"
+                )
+            elif (name, fk.column) in _CLUSTERED_FKS:
+                # many rows per key value: check each distinct value once
+                count_sql = (
+                    f"SELECT count(*) FROM (SELECT DISTINCT {col} AS ref FROM {q(name)} "
                     f"WHERE export_id = ?) r WHERE ref IS NOT NULL AND NOT EXISTS "
                     f"(SELECT 1 FROM {target} t WHERE t.{tcol} = r.ref AND t.export_id = ?)"
                 )
