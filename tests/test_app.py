@@ -428,6 +428,9 @@ async def test_help_lists_every_screens_keys(app_db: Path) -> None:
         for screen_cls in (RequestsScreen, AssemblyScreen, ConversationScreen):
             for binding in screen_cls.BINDINGS:
                 assert binding.description in text
-        assert "Back in walk" in text and "Reveal" in text
+        assert "Back in walk" in text and "Reveal" in text and "?, f1" in text
         await pilot.press("escape")
         assert isinstance(app.screen, RequestsScreen)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)

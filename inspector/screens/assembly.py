@@ -26,6 +26,8 @@ from textual_fastdatatable import DataTable
 
 from ingest.contract import RESTRICTED_PRIVACY
 from ingest.errors import ContextlensError
+from replay.explain import explain
+from replay.render import mask_value, masked_placeholder, render_prompt
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
@@ -33,14 +35,6 @@ from ..widgets.safe import one_line, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
-
-
-def masked_placeholder(privacy_class: str) -> str:
-    try:
-        from replay.render import masked_placeholder as placeholder
-    except ImportError:  # pragma: no cover - replay.render ships with the package
-        return f"[masked: {privacy_class}]"
-    return placeholder(privacy_class)
 
 
 def record_content(kind: str, record: dict[str, Any] | None) -> str:
@@ -66,12 +60,7 @@ def record_content(kind: str, record: dict[str, Any] | None) -> str:
 
 
 def shown_text(text: str, privacy_class: str | None, reveal: bool) -> str:
-    try:
-        from replay.render import mask_value
-    except ImportError:  # pragma: no cover
-        if privacy_class in RESTRICTED_PRIVACY and not reveal:
-            return masked_placeholder(str(privacy_class))
-        return text
+    """What may be shown of ``text``: masked when restricted or secret-looking."""
     return mask_value(text, privacy_class, reveal)
 
 
@@ -81,9 +70,9 @@ def masked_labels(records: pa.Table, privacy: pa.Array, reveal: bool) -> pa.Arra
     if reveal:
         return labels
     restricted = pc.fill_null(pc.is_in(privacy, pa.array(sorted(RESTRICTED_PRIVACY))), False)
-    placeholders = pc.binary_join_element_wise(
-        "[masked: ", pc.fill_null(privacy, ""), " content; reveal to show]", ""
-    )
+    # the same text as replay.render.masked_placeholder, built for the whole column
+    before, after = masked_placeholder("\0").split("\0")
+    placeholders = pc.binary_join_element_wise(before, pc.fill_null(privacy, ""), after, "")
     return pc.if_else(restricted, placeholders, labels)
 
 
@@ -325,10 +314,6 @@ class AssemblyScreen(Screen[None]):
                 f"{kind} {record_id} is not part of assembly {assembly.get('assembly_id')}: "
                 f"it was not a candidate for this request.{missing}"
             )
-        try:
-            from replay.explain import explain
-        except ImportError:  # pragma: no cover - replay.explain ships with the package
-            return f"{decision['decision']} {kind} {record_id}: {decision.get('reason_code')}"
         return explain(assembly, decision, record, trace, provenance)
 
     @staticmethod
@@ -347,12 +332,10 @@ class AssemblyScreen(Screen[None]):
         return {**link, "label": shown_text(str(link.get("label") or ""), None, False)}
 
     @work(thread=True, exclusive=True, group="prompt")
-    def render_prompt(self) -> None:
+    def load_prompt(self) -> None:
         store = self.app.store()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            from replay.render import render_prompt
-
             parts = render_prompt(store, self.assembly_id, reveal=reveal)
         except ContextlensError as err:
             self.post_message(PromptRendered([f"Could not render the prompt: {err}"], 0, 0))
@@ -539,6 +522,7 @@ class AssemblyScreen(Screen[None]):
                 f"{link.get('kind')} {one_line(link.get('id'))} is missing from the export "
                 "(broken provenance): there is no record to open.",
                 severity="warning",
+                markup=False,
             )
             return
         target = (str(link["kind"]), str(link["id"]))
@@ -576,7 +560,7 @@ class AssemblyScreen(Screen[None]):
         if not self._prompt_requested:
             self._prompt_requested = True
             self.query_one("#prompt-status", Static).update("Rendering the prompt…")
-            self.render_prompt()
+            self.load_prompt()
 
     def _current_tab(self) -> str:
         active = self.query_one("#tabs", TabbedContent).active
