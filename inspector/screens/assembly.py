@@ -436,7 +436,9 @@ class AssemblyScreen(Screen[None]):
                 first_leaf = first_leaf or node
         tree.root.expand()
         if first_leaf is not None:
-            self.call_after_refresh(tree.move_cursor, first_leaf)
+            leaf = first_leaf
+
+            self.call_after_refresh(tree.move_cursor, leaf)
 
     def on_prompt_rendered(self, message: PromptRendered) -> None:
         log = self.query_one("#prompt-log", Log)
@@ -547,6 +549,8 @@ class AssemblyScreen(Screen[None]):
             self._request_prompt()
         else:
             self._select_under_cursor(tab)
+        if tab == "omitted":
+            self.call_after_refresh(self._show_top_of_omitted)
         focus_target = {
             "context": "#context-table",
             "omitted": "#omitted-tree",
@@ -555,6 +559,13 @@ class AssemblyScreen(Screen[None]):
         }[tab]
         for widget in self.query(focus_target):
             widget.focus()
+
+    def _show_top_of_omitted(self) -> None:
+        """Scroll the omitted tree to its top when the cursor stays in view, so the
+        first reason's header is not hidden above the cursor."""
+        tree = self.query_one("#omitted-tree", Tree)
+        if 0 <= tree.cursor_line < tree.scrollable_content_region.height - 1:
+            tree.scroll_home(animate=False)
 
     def _request_prompt(self) -> None:
         if not self._prompt_requested:
