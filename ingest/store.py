@@ -133,6 +133,34 @@ class IngestResult:
     warnings: list[str] = field(default_factory=list)
 
 
+def _already_clustered(src: Any, column: str) -> bool:
+    """True when the Parquet row groups, in file order, hold ascending non-overlapping
+    ranges of ``column`` (read from the footers' statistics): loading in file order then
+    gives the same zone maps as sorting, without the sort."""
+    import pyarrow.parquet as pq
+
+    last_max = None
+    try:
+        for path in src.files:
+            meta = pq.read_metadata(path)
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            if column not in names:
+                return False
+            idx = names.index(column)
+            for rg in range(meta.num_row_groups):
+                stats = meta.row_group(rg).column(idx).statistics
+                if meta.row_group(rg).num_rows == 0:
+                    continue
+                if stats is None or not stats.has_min_max or stats.null_count:
+                    return False
+                if last_max is not None and stats.min < last_max:
+                    return False
+                last_max = stats.max
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -330,7 +358,11 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
                 for name, src in layout.tables.items():
                     tick(f"loading {name}")
                     order = ""
-                    if CLUSTER_ON_LOAD and name in _CLUSTER_BY:
+                    if (
+                        CLUSTER_ON_LOAD
+                        and name in _CLUSTER_BY
+                        and not _already_clustered(src, _CLUSTER_BY[name])
+                    ):
                         order = f" ORDER BY {q(_CLUSTER_BY[name])}"
                     create_or_insert(con, src, export_id, name in existing, order)
                 rows, warnings = check_loaded(con, layout, export_id, hashes, tick)

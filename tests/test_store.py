@@ -389,3 +389,21 @@ def test_store_is_usable_from_threads(store: Store) -> None:
     with ThreadPoolExecutor(4) as pool:
         counts = list(pool.map(lambda _: store.assembly_records("as1").num_rows, range(20)))
     assert counts == [9] * 20
+
+
+def test_records_written_out_of_order_are_clustered_on_load(tmp_path: Path) -> None:
+    from ingest.store import _already_clustered
+    from ingest.validate import read_layout
+
+    def shuffle(rows):
+        recs = rows["assembly_records"]
+        rows["assembly_records"] = recs[9:] + recs[:9]  # as2's records first
+
+    export = make_export(tmp_path / "exp", edit=shuffle)
+    layout = read_layout(export)
+    assert not _already_clustered(layout.tables["assembly_records"], "assembly_id")
+    assert _already_clustered(layout.tables["policy_decisions"], "assembly_id")
+    db = ingest(export, tmp_path / "s.duckdb").db_path
+    with Store.open(db) as store:
+        assert store.assembly_records("as1").num_rows == 9
+        assert store.assembly_records("as2").num_rows == 2
