@@ -55,6 +55,7 @@ Progress = Callable[[str, int, int], None]
 # min/max (zone maps) skip everything but the few row groups holding one assembly.
 _CLUSTER_BY = {"assembly_records": "assembly_id", "policy_decisions": "assembly_id"}
 CLUSTER_ON_LOAD = True
+_MAX_UNSORTED_GROUP = 1_000_000
 
 LIST_COLUMNS: tuple[str, ...] = (
     "assembly_id",
@@ -151,6 +152,8 @@ def _already_clustered(src: Any, column: str) -> bool:
                 stats = meta.row_group(rg).column(idx).statistics
                 if meta.row_group(rg).num_rows == 0:
                     continue
+                if meta.row_group(rg).num_rows > _MAX_UNSORTED_GROUP:
+                    return False  # a lookup would scan too much of one unsorted group
                 if stats is None or not stats.has_min_max or stats.null_count:
                     return False
                 if last_max is not None and stats.min < last_max:

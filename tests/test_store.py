@@ -391,15 +391,32 @@ def test_store_is_usable_from_threads(store: Store) -> None:
     assert counts == [9] * 20
 
 
-def test_records_written_out_of_order_are_clustered_on_load(tmp_path: Path) -> None:
+def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None:
+    import json
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     from ingest.store import _already_clustered
     from ingest.validate import read_layout
+    from ingest.writer import table_sha256
+    from store_fixtures import read_table
 
-    def shuffle(rows):
-        recs = rows["assembly_records"]
-        rows["assembly_records"] = recs[9:] + recs[:9]  # as2's records first
+    export = make_export(tmp_path / "exp")
+    data = read_table(export, "assembly_records")
+    (export / "assembly_records.parquet").unlink()
+    (export / "assembly_records").mkdir()
+    # part 0 holds as2, part 1 holds as1: row groups out of order
+    pq.write_table(data.filter(pc.equal(data["assembly_id"], "as2")),
+                   export / "assembly_records" / "part-00000.parquet")
+    pq.write_table(data.filter(pc.equal(data["assembly_id"], "as1")),
+                   export / "assembly_records" / "part-00001.parquet")
+    files = ["assembly_records/part-00000.parquet", "assembly_records/part-00001.parquet"]
+    manifest = json.loads((export / "manifest.json").read_text())
+    manifest["tables"]["assembly_records"] = {
+        "rows": data.num_rows, "files": files, "sha256": table_sha256(export, files)}
+    (export / "manifest.json").write_text(json.dumps(manifest))
 
-    export = make_export(tmp_path / "exp", edit=shuffle)
     layout = read_layout(export)
     assert not _already_clustered(layout.tables["assembly_records"], "assembly_id")
     assert _already_clustered(layout.tables["policy_decisions"], "assembly_id")
@@ -407,3 +424,5 @@ def test_records_written_out_of_order_are_clustered_on_load(tmp_path: Path) -> N
     with Store.open(db) as store:
         assert store.assembly_records("as1").num_rows == 9
         assert store.assembly_records("as2").num_rows == 2
+        assert store._con.execute(
+            "SELECT list(assembly_id) FROM assembly_records").fetchall()[0][0][0] == "as1"
