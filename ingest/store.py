@@ -660,6 +660,31 @@ class Store:
         )
         return self._arrow(sql, params + rparams)
 
+    def record_privacy(self, assembly_id: str) -> pa.Table:
+        """record_kind, record_id, privacy_class of every record of the assembly (privacy is
+        null for kinds without one), so callers can mask labels of restricted records."""
+        export_id = self._assembly_export(assembly_id)
+        ids = self._record_ids(assembly_id, export_id, None)
+        parts, params = [], []
+        for kind in ("tool_artifact", "tool_memory"):
+            if ids.get(kind):
+                table, id_col = RECORD_TABLES[kind]
+                parts.append(
+                    f"SELECT ? AS kind, {q(id_col)} AS id, privacy_class FROM {q(table)} "
+                    f"WHERE export_id = ? AND {q(id_col)} IN ({_placeholders(len(ids[kind]))})"
+                )
+                params += [kind, export_id, *ids[kind]]
+        body = " UNION ALL ".join(parts) or (
+            "SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, NULL::VARCHAR AS privacy_class "
+            "WHERE false"
+        )
+        return self._arrow(
+            f"WITH p AS ({body}) SELECT r.record_kind, r.record_id, p.privacy_class "
+            "FROM assembly_records r LEFT JOIN p ON p.kind = r.record_kind AND p.id = r.record_id "
+            "WHERE r.assembly_id = ? AND r.export_id = ? ORDER BY r.record_kind, r.record_id",
+            params + [assembly_id, export_id],
+        )
+
     def policy_decisions(self, assembly_id: str, record_id: str | None = None) -> pa.Table:
         export_id = self._assembly_export(assembly_id)
         sql = (
@@ -720,6 +745,7 @@ class Store:
                 "kind": record_kind, "id": record_id,
                 "label": self._label(record_kind, record_id, export_id) or record_id,
                 "broken": False, "depth": 0, "via": None,
+                "privacy_class": root.get("privacy_class"),
             }
         ]
         seen = {(record_kind, record_id)}
@@ -743,6 +769,7 @@ class Store:
                         "broken": target is None,
                         "depth": depth + 1,
                         "via": via,
+                        "privacy_class": (target or {}).get("privacy_class"),
                     }
                 )
                 if target is not None and follow:
@@ -750,9 +777,7 @@ class Store:
         return links
 
     def _row(self, kind: str, record_id: str, export_id: str) -> dict[str, Any] | None:
-        table, id_col = RECORD_TABLES.get(kind) or (("model_runs", "model_run_id") if kind == "model_run" else (None, None))
-        if table is None:
-            return None
+        table, id_col = _LINK_TABLES[kind]
         return self._one(
             f"SELECT * FROM {q(table)} WHERE {q(id_col)} = ? AND export_id = ? LIMIT 1",
             [record_id, export_id],
@@ -862,12 +887,16 @@ def _as_filter(flt: AssemblyFilter | str | None) -> AssemblyFilter | None:
     return flt
 
 
+# Provenance also walks through model runs, which are not assembly records.
+_LINK_TABLES: dict[str, tuple[str, str]] = {**RECORD_TABLES, "model_run": ("model_runs", "model_run_id")}
+
+
 def _record_table(kind: str) -> tuple[str, str]:
     try:
-        return RECORD_TABLES[kind]
+        return _LINK_TABLES[kind]
     except KeyError:
         raise ContextlensError(
-            f"unknown record kind '{kind}' (known: {', '.join(RECORD_TABLES)})"
+            f"unknown record kind '{kind}' (known: {', '.join(_LINK_TABLES)})"
         ) from None
 
 

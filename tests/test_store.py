@@ -426,3 +426,17 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
         assert store.assembly_records("as2").num_rows == 2
         assert store._con.execute(
             "SELECT list(assembly_id) FROM assembly_records").fetchall()[0][0][0] == "as1"
+
+
+def test_record_privacy_and_model_run_links(store: Store) -> None:
+    rows = {(r["record_kind"], r["record_id"]): r["privacy_class"]
+            for r in store.record_privacy("as1").to_pylist()}
+    assert rows[("tool_memory", "m2")] == "user_private"
+    assert rows[("tool_artifact", "a2")] == "internal"
+    assert rows[("message", "msg1")] is None and len(rows) == 9
+    chain = store.provenance("tool_memory", "m3")
+    assert chain[0]["privacy_class"] == "user_private"
+    assert chain[2]["privacy_class"] is None  # the broken link
+    run = next(l for l in chain if l["kind"] == "model_run")
+    assert store.record("model_run", run["id"])["status"] == "succeeded"
+    assert [l["kind"] for l in store.provenance("model_run", "run1")] == ["model_run", "message"]
