@@ -189,22 +189,27 @@ class _StoreLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                pid = self._holder()
-                if pid is None or (pid and _pid_alive(pid)):
-                    shown = f"pid {pid}" if pid else "pid unknown"
-                    raise StoreBusyError(
-                        f"store {self.db_path} is busy: another ingest ({shown}) is writing it"
-                    ) from None
-                # the holder died: take the lock over
-                try:
-                    self.path.unlink()
-                except FileNotFoundError:
-                    pass
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            self.held = True
-            return self
+                pass
+            except OSError as err:
+                raise ContextlensError(
+                    f"cannot write the store {self.db_path}: {err.strerror or err}"
+                ) from None
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(str(os.getpid()))
+                self.held = True
+                return self
+            pid = self._holder()
+            if pid is None or (pid and _pid_alive(pid)):
+                shown = f"pid {pid}" if pid else "pid unknown"
+                raise StoreBusyError(
+                    f"store {self.db_path} is busy: another ingest ({shown}) is writing it"
+                ) from None
+            # the holder died: take the lock over
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
         raise StoreBusyError(f"store {self.db_path} is busy: cannot take its lock {self.path}")
 
     def _holder(self) -> int | None:

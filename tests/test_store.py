@@ -440,3 +440,16 @@ def test_record_privacy_and_model_run_links(store: Store) -> None:
     run = next(l for l in chain if l["kind"] == "model_run")
     assert store.record("model_run", run["id"])["status"] == "succeeded"
     assert [l["kind"] for l in store.provenance("model_run", "run1")] == ["model_run", "message"]
+
+
+def test_unwritable_store_folder(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root can write anywhere")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(ContextlensError, match="cannot write the store"):
+            ingest(make_export(tmp_path / "exp"), folder / "s.duckdb")
+    finally:
+        folder.chmod(0o700)
