@@ -344,7 +344,8 @@ def _first_row(
 
 
 def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str) -> None:
-    """Non-null required columns and closed enumerations: one aggregate scan per table."""
+    """Non-null required columns, closed enumerations and JSON columns: one aggregate scan
+    per table."""
     for name, table in TABLES.items():
         checks: list[tuple[str, str, Any]] = []  # (kind, column, sql predicate)
         for col in table.columns:
@@ -353,6 +354,8 @@ def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
             if col.enum:
                 allowed = ", ".join(_sql_str(v) for v in ENUMS[col.enum])
                 checks.append(("enum", col.name, f"{q(col.name)} NOT IN ({allowed})"))
+            if col.kind == "json":
+                checks.append(("json", col.name, f"NOT json_valid({q(col.name)})"))
         if not checks:
             continue
         agg = ", ".join(f"count_if({pred})" for _, _, pred in checks)
@@ -367,6 +370,8 @@ def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
             where = f"table {name}, column {col_name}, row {row} ({_key_text(table, key)})"
             if kind == "null":
                 raise layout.error(f"{where}: required value is null")
+            if kind == "json":
+                raise layout.error(f"{where}: not valid JSON: '{_show(value)}'")
             allowed_text = ", ".join(ENUMS[table.column(col_name).enum])  # type: ignore[arg-type]
             raise layout.error(
                 f"{where}: unknown value '{_show(value)}' (allowed: {allowed_text})"

@@ -281,3 +281,11 @@ def test_error_values_are_shown_safely(export: Path, tmp_path: Path) -> None:
     msg = fails(export, tmp_path)
     assert "\x1b" not in msg and "\\x1b" in msg
     shutil.rmtree(export)
+
+
+def test_json_column_must_hold_json(export: Path, tmp_path: Path) -> None:
+    set_value(export, "tool_calls", "arguments_json", 0, "{path: march.csv")
+    assert fails(export, tmp_path) == (
+        "export exp: table tool_calls, column arguments_json, row 0 (tool_call_id=tc1): "
+        "not valid JSON: '{path: march.csv'"
+    )
