@@ -343,9 +343,22 @@ def _first_row(
     return src.global_row(row[0], row[1]), tuple(row[2 : 2 + len(pk)]), tuple(row[2 + len(pk) :])
 
 
-def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str) -> None:
-    """Non-null required columns, closed enumerations and JSON columns: one aggregate scan
-    per table."""
+def _pk_distinct_expr(table: Table) -> str:
+    # count(DISTINCT) is about twice as fast as GROUP BY ... HAVING on big tables (and over
+    # a 64-bit hash of a composite key, twice again); the exact grouping only runs when a
+    # duplicate (or a hash collision) is possible
+    if len(table.primary_key) == 1:
+        return f"count(DISTINCT {q(table.primary_key[0])})"
+    return f"count(DISTINCT hash({', '.join(q(c) for c in table.primary_key)}))"
+
+
+def check_values(
+    con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str
+) -> dict[str, tuple[int, int]]:
+    """Non-null required columns, closed enumerations and JSON columns, in one aggregate
+    scan per table that also counts rows and distinct primary keys (returned per table for
+    ``check_primary_keys``)."""
+    key_counts: dict[str, tuple[int, int]] = {}
     for name, table in TABLES.items():
         checks: list[tuple[str, str, Any]] = []  # (kind, column, sql predicate)
         for col in table.columns:
@@ -356,13 +369,14 @@ def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
                 checks.append(("enum", col.name, f"{q(col.name)} NOT IN ({allowed})"))
             if col.kind == "json":
                 checks.append(("json", col.name, f"NOT json_valid({q(col.name)})"))
-        if not checks:
-            continue
-        agg = ", ".join(f"count_if({pred})" for _, _, pred in checks)
+        agg = ", ".join(
+            ["count(*)", _pk_distinct_expr(table)] + [f"count_if({p})" for _, _, p in checks]
+        )
         counts = fetch_one(con.execute(
             f"SELECT {agg} FROM {q(name)} WHERE export_id = ?", [export_id]
         ))
-        for (kind, col_name, pred), count in zip(checks, counts):
+        key_counts[name] = (counts[0], counts[1])
+        for (kind, col_name, pred), count in zip(checks, counts[2:]):
             if not count:
                 continue
             found = _first_row(con, layout, name, pred, [col_name])
@@ -376,19 +390,24 @@ def check_values(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
             raise layout.error(
                 f"{where}: unknown value '{_show(value)}' (allowed: {allowed_text})"
             )
+    return key_counts
 
 
-def check_primary_keys(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str) -> None:
+def check_primary_keys(
+    con: duckdb.DuckDBPyConnection,
+    layout: ExportLayout,
+    export_id: str,
+    key_counts: dict[str, tuple[int, int]] | None = None,
+) -> None:
     for name, table in TABLES.items():
         pk = ", ".join(q(c) for c in table.primary_key)
-        key = q(table.primary_key[0]) if len(table.primary_key) == 1 else f"hash({pk})"
-        # count(DISTINCT) is about twice as fast as GROUP BY ... HAVING on big tables (and
-        # over a 64-bit hash of a composite key, twice again); the exact grouping only runs
-        # when a duplicate (or a hash collision) is possible
-        total, distinct = fetch_one(con.execute(
-            f"SELECT count(*), count(DISTINCT {key}) FROM {q(name)} WHERE export_id = ?",
-            [export_id],
-        ))
+        if key_counts is not None and name in key_counts:
+            total, distinct = key_counts[name]
+        else:
+            total, distinct = fetch_one(con.execute(
+                f"SELECT count(*), {_pk_distinct_expr(table)} FROM {q(name)} WHERE export_id = ?",
+                [export_id],
+            ))
         if total == distinct:
             continue
         dup = fetch_one(con.execute(
@@ -572,9 +591,9 @@ def check_loaded(
     (rows per table, warnings)."""
     tick = tick or (lambda _label: None)
     tick("checking required values and enumerations")
-    check_values(con, layout, export_id)
+    key_counts = check_values(con, layout, export_id)
     tick("checking primary keys")
-    check_primary_keys(con, layout, export_id)
+    check_primary_keys(con, layout, export_id, key_counts)
     tick("checking references")
     warnings = check_foreign_keys(con, layout, export_id)
     tick("checking cycles")
