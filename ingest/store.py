@@ -334,6 +334,10 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
         done += 1
 
     con = _connect(tmp, read_only=False)
+    # Lookups never depend on row order (the record tables are clustered by assembly_id
+    # below), and without the guarantee DuckDB writes a parallel load's row groups whole:
+    # a smaller file and no rewrite at checkpoint.
+    con.execute("SET preserve_insertion_order = false")
     try:
         for ddl in _META_DDL:
             con.execute(ddl)
