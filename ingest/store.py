@@ -488,10 +488,6 @@ _DISTINCT_SQL = {
 }
 
 
-def _placeholders(n: int) -> str:
-    return ", ".join("?" for _ in range(n))
-
-
 class Store:
     """A read-mostly view over one store file. Thread-safe: calls are serialised."""
 
@@ -648,9 +644,9 @@ class Store:
             table, id_col, label, created = _LABELS[kind]
             parts.append(
                 f"SELECT ? AS kind, {q(id_col)} AS id, {label} AS label, {created} AS created_at "
-                f"FROM {q(table)} WHERE export_id = ? AND {q(id_col)} IN ({_placeholders(len(id_list))})"
+                f"FROM {q(table)} WHERE export_id = ? AND {q(id_col)} IN (SELECT unnest(?::VARCHAR[]))"
             )
-            params += [kind, export_id, *id_list]
+            params += [kind, export_id, id_list]
         labels = " UNION ALL ".join(parts) or (
             "SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, NULL::VARCHAR AS label, "
             "NULL::TIMESTAMPTZ AS created_at WHERE false"
@@ -680,9 +676,9 @@ class Store:
                 table, id_col = RECORD_TABLES[kind]
                 parts.append(
                     f"SELECT ? AS kind, {q(id_col)} AS id, privacy_class FROM {q(table)} "
-                    f"WHERE export_id = ? AND {q(id_col)} IN ({_placeholders(len(ids[kind]))})"
+                    f"WHERE export_id = ? AND {q(id_col)} IN (SELECT unnest(?::VARCHAR[]))"
                 )
-                params += [kind, export_id, *ids[kind]]
+                params += [kind, export_id, ids[kind]]
         body = " UNION ALL ".join(parts) or (
             "SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, NULL::VARCHAR AS privacy_class "
             "WHERE false"
@@ -804,9 +800,9 @@ class Store:
             cols = ", ".join(f"{exprs[c]} AS {c}" for c in _NULLS)
             parts.append(
                 f"SELECT ? AS kind, {q(id_col)} AS id, {cols} FROM {q(table)} "
-                f"WHERE export_id = ? AND {q(id_col)} IN ({_placeholders(len(id_list))})"
+                f"WHERE export_id = ? AND {q(id_col)} IN (SELECT unnest(?::VARCHAR[]))"
             )
-            params += [kind, export_id, *id_list]
+            params += [kind, export_id, id_list]
         if not parts:
             parts = ["SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, "
                      + ", ".join(f"{v} AS {k}" for k, v in _NULLS.items()) + " WHERE false"]
