@@ -225,10 +225,11 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
     with _open_store(db) as store:
         assembly = store.assembly(assembly_id)
         records = _rows(store.assembly_records(assembly_id))
+        privacy = {(r["record_kind"], r["record_id"]): r.get("privacy_class") for r in _rows(store.record_privacy(assembly_id))}
+    if not reveal:
+        _mask_labels(records, privacy)
     included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"] if k in r} for r in records if r["decision"] == "included"]
     omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"] if k in r} for r in records if r["decision"] == "omitted"]
-    if not reveal:
-        _mask_labels(store_path=db, rows=included + omitted, assembly_id=assembly_id)
     if as_json:
         emit_json({"assembly": assembly, "included": included, "omitted": omitted})
         return
@@ -246,17 +247,12 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
     print_table(omitted, RECORD_FIELDS_OMITTED)
 
 
-def _mask_labels(store_path: str | None, rows: list[dict[str, Any]], assembly_id: str) -> None:
+def _mask_labels(rows: list[dict[str, Any]], privacy: dict[tuple[str, str], str | None]) -> None:
     """Labels quote record content: mask restricted classes and secret-looking values."""
     from replay.render import mask_value
 
-    with _open_store(store_path) as store:
-        privacy = {
-            (r["record_kind"], r["record_id"]): r.get("privacy_class")
-            for r in _rows(store.record_privacy(assembly_id))
-        } if hasattr(store, "record_privacy") else {}
     for r in rows:
-        if "label" in r:
+        if r.get("label") is not None:
             r["label"] = mask_value(r["label"], privacy.get((r["record_kind"], r["record_id"])), False)
 
 
@@ -278,9 +274,8 @@ def why(assembly_id: str, record_id: str, db: str | None, reveal: bool, as_json:
         decisions = _rows(store.policy_decisions(assembly_id, record_id))
         provenance = store.provenance(rec["record_kind"], record_id)
     sentence = explain(assembly, rec, record, decisions, provenance)
-    privacy = (record or {}).get("privacy_class")
-    for link in provenance:
-        link["label"] = mask_value(link.get("label"), privacy, reveal)
+    for link in provenance:  # each link is masked by its own record's privacy class
+        link["label"] = mask_value(link.get("label"), link.get("privacy_class"), reveal)
     out = {
         "assembly_id": assembly_id,
         "record_kind": rec["record_kind"],
