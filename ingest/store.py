@@ -488,6 +488,18 @@ _DISTINCT_SQL = {
 }
 
 
+# replay queries (issue 3): the tables of a conversation graph
+_GRAPH_TABLES: tuple[str, ...] = (
+    "conversations", "branches", "participants", "messages", "model_runs", "tool_calls",
+    "tool_artifacts", "tool_memories", "skill_states", "checkpoints",
+)
+
+
+def _cols_of(table: str, alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{q(c)}" for c in TABLES[table].column_names)
+
+
 class Store:
     """A read-mostly view over one store file. Thread-safe: calls are serialised."""
 
@@ -883,6 +895,95 @@ class Store:
             "assembled_at, scenario FROM assembly_summary WHERE conversation_id = ? "
             "ORDER BY assembled_at, assembly_id",
             [conversation_id],
+        )
+
+    # ---- replay (issue 3): conversation graph, verify work lists, tokens report
+    def conversation_graph(self, conversation_id: str, export_id: str | None = None) -> dict[str, pa.Table]:
+        """Every graph table's rows of one conversation (contract columns, no export_id).
+
+        Rows are taken from ``export_id`` (default: the first export holding the conversation).
+        Tool calls, skill states and checkpoints belong to the conversation through their model
+        run; an artifact through its branch, its tool call or its owner run.
+        """
+        if export_id is None:
+            row = self._one(
+                "SELECT export_id FROM conversations WHERE conversation_id = ? "
+                "ORDER BY export_id LIMIT 1",
+                [conversation_id],
+            )
+            if row is None:
+                raise NotFoundError(f"unknown conversation '{conversation_id}'")
+            export_id = row["export_id"]
+        p = [conversation_id, export_id]
+        runs = "SELECT model_run_id FROM model_runs WHERE conversation_id = ? AND export_id = ?"
+        sql = {
+            name: f"SELECT {_cols_of(name)} FROM {q(name)} WHERE conversation_id = ? AND export_id = ?"
+            for name in ("conversations", "branches", "participants", "messages", "model_runs",
+                         "tool_memories")
+        }
+        params: dict[str, list[Any]] = {name: p for name in sql}
+        for name in ("tool_calls", "skill_states", "checkpoints"):
+            sql[name] = (
+                f"SELECT {_cols_of(name)} FROM {q(name)} WHERE export_id = ? "
+                f"AND model_run_id IN ({runs})"
+            )
+            params[name] = [export_id] + p
+        sql["tool_artifacts"] = (
+            f"SELECT {_cols_of('tool_artifacts')} FROM tool_artifacts WHERE export_id = ? AND ("
+            "branch_id IN (SELECT branch_id FROM branches WHERE conversation_id = ? AND export_id = ?) "
+            f"OR owner_model_run_id IN ({runs}) "
+            "OR tool_call_id IN (SELECT tool_call_id FROM tool_calls WHERE export_id = ? "
+            f"AND model_run_id IN ({runs})))"
+        )
+        params["tool_artifacts"] = [export_id] + p + p + [export_id] + p
+        order = {name: TABLES[name].primary_key for name in _GRAPH_TABLES}
+        return {
+            name: self._arrow(
+                sql[name] + " ORDER BY " + ", ".join(q(c) for c in order[name]), params[name]
+            )
+            for name in _GRAPH_TABLES
+        }
+
+    def assembly_requests(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """context_assemblies rows (contract columns + export_id) of the assemblies matching
+        ``flt``, ordered by export, conversation, time and id (verify's work list)."""
+        where, params = filter_sql(_as_filter(flt))
+        return self._arrow(
+            f"SELECT {_cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
+            "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
+            f"      WHERE {where}) s ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
+            "ORDER BY a.export_id, a.conversation_id, a.assembled_at, a.assembly_id",
+            params,
+        )
+
+    def recorded_records(self, assembly_ids: list[str], export_id: str) -> pa.Table:
+        """assembly_records rows (contract columns) of many assemblies of one export, ordered by
+        assembly_id, record_kind, record_id."""
+        return self._arrow(
+            f"SELECT {_cols_of('assembly_records')} FROM assembly_records WHERE export_id = ? "
+            "AND assembly_id IN (SELECT unnest(?::VARCHAR[])) "
+            "ORDER BY assembly_id, record_kind, record_id",
+            [export_id, list(assembly_ids)],
+        )
+
+    def recorded_decisions(self, assembly_id: str) -> pa.Table:
+        """policy_decisions rows (contract columns) of one assembly, by step and decision id."""
+        export_id = self._assembly_export(assembly_id)
+        return self._arrow(
+            f"SELECT {_cols_of('policy_decisions')} FROM policy_decisions "
+            "WHERE assembly_id = ? AND export_id = ? ORDER BY step, decision_id",
+            [assembly_id, export_id],
+        )
+
+    def token_totals(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """Per scenario (null for untagged requests): assemblies, baseline_tokens (history
+        replay), assembled_tokens; ordered by scenario with the untagged last."""
+        where, params = filter_sql(_as_filter(flt))
+        return self._arrow(
+            "SELECT scenario, count(*) AS assemblies, sum(baseline_tokens)::BIGINT AS baseline_tokens, "
+            "sum(assembled_tokens)::BIGINT AS assembled_tokens FROM assembly_summary "
+            f"WHERE {where} GROUP BY scenario ORDER BY scenario NULLS LAST",
+            params,
         )
 
 

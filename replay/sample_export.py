@@ -12,14 +12,10 @@ are kept: the export is written beside ``out_dir`` and its entries are moved in.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
-
-import pyarrow as pa
+from typing import Any
 
 from ingest.contract import TABLES
 from ingest.writer import ExportWriter
@@ -39,30 +35,8 @@ SCENARIOS: tuple[str, ...] = (
     "incident_calendar_freshness", "drift_supersession",
 )
 
-SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
-
-
-def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table) -> str:
-    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
-    for every record of one assembly, sorted by (record_kind, record_id).
-
-    ``rows`` are assembly_records rows (dicts or an Arrow table with those columns) or
-    5-item sequences in that order. Equal selections hash equally on any machine.
-    """
-    if isinstance(rows, pa.Table):
-        rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
-    items = []
-    for row in rows:
-        if isinstance(row, Mapping):
-            item = [row[f] for f in SELECTION_FIELDS]
-        else:
-            item = list(row)
-        if item[4] is not None:
-            item[4] = int(item[4])
-        items.append(item)
-    items.sort(key=lambda x: (x[0], x[1]))
-    text = json.dumps(items, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+# moved to replay.assembler; re-exported here for the sample's callers
+from .assembler import SELECTION_FIELDS, selection_hash  # noqa: E402
 
 
 def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None) -> Path:
@@ -114,9 +88,12 @@ def _write_into(out_dir: Path, export_id: str, fill: Any) -> Path:
 
 # ---------------------------------------------------------------------------- story sample
 def _fill_story(w: ExportWriter, seed: int) -> None:
-    from .sample.decide import Assembler
-    from .sample.policies import POLICY_TOML, resolve
+    from .assembler import ReferenceAssembler
+    from .policy import PolicyRegistry
+    from .sample.drift import InvertedSupersessionAssembler
+    from .sample.policies import POLICY_TOML
     from .sample.stories import build
+    from .snapshot import Request, Snapshot
 
     g = build(seed)
     for version, text in POLICY_TOML.items():
@@ -124,31 +101,41 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
     for sha in sorted(g.blobs):
         w.add_blob(g.blobs[sha])
 
-    policies = {v: resolve(v) for v in POLICY_TOML}
-    asm = Assembler(g)
+    registry = PolicyRegistry.from_texts(POLICY_TOML)
+    snapshot = Snapshot(g.tables)
+    builds = {ASSEMBLER_VERSION: ReferenceAssembler(),
+              DRIFT_ASSEMBLER_VERSION: InvertedSupersessionAssembler()}
     runs = {r["model_run_id"]: r for r in g.tables["model_runs"]}
     assemblies: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
     decisions: list[dict[str, Any]] = []
     for req in sorted(g.requests, key=lambda r: r.assembly_id):
-        policy = policies[req.policy_version]
-        out = asm.assemble(req, policy,
-                           invert_supersession=req.assembler_version == DRIFT_ASSEMBLER_VERSION)
+        policy = registry.get(req.policy_version)
         run = runs[req.model_run_id]
+        request = Request(
+            assembly_id=req.assembly_id, model_run_id=req.model_run_id,
+            conversation_id=run["conversation_id"], branch_id=run["branch_id"],
+            participant_id=run["participant_id"], runtime_kind=run["runtime_kind"],
+            provider=run["provider"], model=run["model"], assembled_at=req.assembled_at,
+            policy_version=req.policy_version, assembler_version=req.assembler_version,
+            token_budget=req.token_budget or policy.budget.token_budget,
+            byte_budget=req.byte_budget or policy.rehydration.byte_budget,
+            exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags))
+        out = builds[req.assembler_version].assemble(snapshot, request, policy)
         inc = [r for r in out.records if r["decision"] == "included"]
         kinds = lambda k: [r for r in inc if r["record_kind"] == k]  # noqa: E731
         assemblies.append({
             "assembly_id": req.assembly_id, "model_run_id": req.model_run_id,
-            "conversation_id": run["conversation_id"], "branch_id": run["branch_id"],
-            "participant_id": run["participant_id"], "runtime_kind": run["runtime_kind"],
-            "provider": run["provider"], "model": run["model"],
+            "conversation_id": request.conversation_id, "branch_id": request.branch_id,
+            "participant_id": request.participant_id, "runtime_kind": request.runtime_kind,
+            "provider": request.provider, "model": request.model,
             "policy_version": req.policy_version, "assembler_version": req.assembler_version,
             "assembled_at": req.assembled_at,
-            "token_budget": req.token_budget or policy["budget"]["token_budget"],
-            "byte_budget": req.byte_budget or policy["rehydration"]["byte_budget"],
+            "token_budget": request.token_budget,
+            "byte_budget": request.byte_budget,
             "exact_evidence_ids": req.exact_evidence_ids,
             "baseline_tokens": out.baseline_tokens,
-            "assembled_tokens": sum(r["tokens"] for r in inc),
+            "assembled_tokens": out.assembled_tokens,
             "baseline_message_count": out.baseline_message_count,
             "assembled_message_count": len(kinds("message")),
             "raw_artifact_count": len(kinds("tool_artifact")),
@@ -157,7 +144,7 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
             "graph_query_ms": round(g.rng.uniform(1.5, 9.0), 2),
             "policy_eval_ms": round(g.rng.uniform(0.4, 3.0), 2),
             "serialization_ms": round(g.rng.uniform(0.2, 1.5), 2),
-            "selection_hash": selection_hash(out.records),
+            "selection_hash": out.selection_hash,
             "payload_sha256": None,
             "tags": req.tags,
         })

@@ -1,0 +1,726 @@
+"""The reference assembler: ``assemble(snapshot, request, policy) -> Assembly``.
+
+A pure, deterministic function of its inputs: no clock, no I/O, and every ordering uses
+stable keys (never set or dict iteration order of unordered data). It works on the graph
+**as of** ``request.assembled_at``. The stages, in order (``step`` is the stage number),
+each record a PolicyDecision for every record they touch:
+
+ 1 window/not_yet_created  Candidates are the conversation's messages, tool calls, artifacts
+                           and memories created at or before ``assembled_at``, plus the
+                           skill states and checkpoints of the request's own run. An artifact
+                           of a call requested before the assembly but written after it is a
+                           candidate omitted as ``not_yet_created``.
+ 2 retention               Artifacts whose retention_class is in retention.removed_classes.
+ 3 branch                  A record must lie on the active branch lineage (the branch, then
+                           each ancestor up to its fork message's time). A conversation-scoped
+                           memory elsewhere may fill in (shared_fill -> conversation_shared).
+ 4 visibility/ownership    audit_only scope is omitted; records of a subagent child run of the
+                           requesting participant go to the promotion stage; other
+                           participants' participant_private records are omitted unless
+                           ``shared_with`` names the requester. Tool calls are private to the
+                           participant of their run.
+ 5 privacy                 Raw artifacts of a class in raw_blocked_classes; artifacts and
+                           memories of a class blocked for the request's provider.
+ 6 contradiction           A memory superseded by a live candidate is omitted (superseded);
+                           the link counts in either direction: the old memory's
+                           ``superseded_by`` or the new one's ``supersedes``. Conflicting
+                           memories: both shown (show_both_sides) or the lower-confidence one
+                           omitted as redundant.
+ 7 freshness               Memories whose source artifact ids name a missing artifact: omit
+                           (broken_provenance) or mark (stale_marker, rendered as
+                           revalidation_hint). A memory older than the window of its
+                           freshness class (hours; a class without a window never goes stale)
+                           is marked (stale_marker) or omitted (stale); else compact_memory.
+                           The policy window decides, not the producer's ``stale_after``.
+ 8 promotion/rehydration   Child records: memories enter as promoted_child_output when
+                           promoted, everything else is child_not_promoted. Artifacts named in
+                           exact_evidence_ids are rehydrated raw within the request's byte
+                           budget; other settled artifacts with a derived memory are
+                           raw_replaced_by_memory; settled tool calls are redundant.
+ 9 recovery                Unresolved calls and their artifacts in protected_states are
+                           protected (kept even over budget). A call's state at T: pending or
+                           deferred until completed_at; failed until a later identical call
+                           succeeded. Resolved pending/failed artifacts are redundant. Skill
+                           states (skill_active) and checkpoints (checkpoint_restore) enter.
+10 window                  The newest max_messages live messages enter (in_window on the
+                           active branch, lineage on an ancestor, speaker_context for other
+                           speakers in an autonomous discussion); older are outside_window.
+11 budget                  token_budget - reserve_tokens: protected records count first, then
+                           the rest in ranking order (messages newest first, memories by
+                           confidence); a record that does not fit is over_budget.
+
+Each candidate's row in assembly_records is its last decision. Prompt order: checkpoints,
+skill states, memories, messages, tool calls, artifacts; each by created_at, then id.
+The baseline (history replay) is every message, tool call and artifact on the lineage
+created by ``assembled_at``, replayed raw.
+
+Other assemblers plug in through the entry point group ``contextlens.assemblers``
+(see docs/assemblers.md): an object with ``name``, ``version`` and
+``assemble(snapshot, request, policy) -> Assembly``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+import pyarrow as pa
+
+from ingest.errors import ContextlensError
+
+from .policy import Policy
+from .snapshot import Request, Snapshot
+
+__all__ = [
+    "Assembly",
+    "AssemblerPlugin",
+    "ENTRY_POINT_GROUP",
+    "ReferenceAssembler",
+    "assemble",
+    "available_assemblers",
+    "get_assembler",
+    "selection_hash",
+    "call_tokens",
+]
+
+ENTRY_POINT_GROUP = "contextlens.assemblers"
+REFERENCE_VERSION = "1.0.0"
+MARKER_TOKENS = 24  # a stale marker / revalidation hint is short whatever the memory
+KIND_ORDER = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
+              "tool_call": 4, "tool_artifact": 5}
+SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
+
+
+# --------------------------------------------------------------------------- results
+
+
+def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table) -> str:
+    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
+    for every record of one assembly, sorted by (record_kind, record_id).
+
+    ``rows`` are assembly_records rows (dicts or an Arrow table with those columns) or
+    5-item sequences in that order. Equal selections hash equally on any machine.
+    """
+    if isinstance(rows, pa.Table):
+        rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
+    items = []
+    for row in rows:
+        if isinstance(row, Mapping):
+            item = [row[f] for f in SELECTION_FIELDS]
+        else:
+            item = list(row)
+        if item[4] is not None:
+            item[4] = int(item[4])
+        items.append(item)
+    items.sort(key=lambda x: (x[0], x[1]))
+    text = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """One assembled (or recorded) context: every candidate's final row and the decisions."""
+
+    assembly_id: str
+    policy_version: str
+    assembler: str  # "name/version", e.g. "reference/1.0.0"; "recorded/<assembler_version>"
+    records: list[dict[str, Any]]  # assembly_records rows (contract keys, no export_id)
+    decisions: list[dict[str, Any]]  # policy_decisions rows (contract keys, no export_id)
+    selection_hash: str
+    assembled_tokens: int
+    baseline_tokens: int
+    baseline_message_count: int
+    included_count: int
+    omitted_count: int
+
+    @classmethod
+    def from_rows(cls, assembly_id: str, policy_version: str, assembler: str,
+                  records: list[dict[str, Any]], decisions: list[dict[str, Any]],
+                  baseline_tokens: int, baseline_message_count: int) -> "Assembly":
+        inc = [r for r in records if r["decision"] == "included"]
+        return cls(
+            assembly_id=assembly_id, policy_version=policy_version, assembler=assembler,
+            records=records, decisions=decisions, selection_hash=selection_hash(records),
+            assembled_tokens=sum(int(r["tokens"]) for r in inc),
+            baseline_tokens=baseline_tokens, baseline_message_count=baseline_message_count,
+            included_count=len(inc), omitted_count=len(records) - len(inc),
+        )
+
+    def included(self) -> list[dict[str, Any]]:
+        """Included records in prompt order."""
+        return sorted((r for r in self.records if r["decision"] == "included"),
+                      key=lambda r: r["position"])
+
+    def record(self, record_id: str, record_kind: str | None = None) -> dict[str, Any]:
+        for r in self.records:
+            if r["record_id"] == record_id and (record_kind is None or r["record_kind"] == record_kind):
+                return r
+        raise KeyError(record_id)
+
+    def decisions_of(self, record_id: str) -> list[dict[str, Any]]:
+        return [d for d in self.decisions if d["record_id"] == record_id]
+
+
+@runtime_checkable
+class AssemblerPlugin(Protocol):
+    """What an entry point of ``contextlens.assemblers`` provides (a class or an instance)."""
+
+    name: str
+    version: str
+
+    def assemble(self, snapshot: Snapshot, request: Request, policy: Policy) -> Assembly: ...
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def fmt_ts(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def fmt_age(delta: dt.timedelta) -> str:
+    hours = int(delta.total_seconds() // 3600)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h" if days else f"{hours}h"
+
+
+def call_tokens(arguments_json: str) -> int:
+    """Token cost of showing a tool call (tool_calls carry no content_tokens column)."""
+    return 12 + len(arguments_json or "") // 4
+
+
+def _utc_str(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class _Cand:
+    kind: str
+    rid: str
+    row: dict[str, Any]
+    created: dt.datetime
+    tokens: int
+    branch: str
+    decisions: list[tuple[int, str, str, str, str]] = field(default_factory=list)
+    alive: bool = True
+    rendering: str | None = None
+    protected: bool = False
+    child: bool = False
+
+    def add(self, step: int, family: str, outcome: str, reason: str, detail: str) -> None:
+        self.decisions.append((step, family, outcome, reason, detail))
+        if outcome == "deny":
+            self.alive = False
+
+
+class _Index:
+    """One conversation's rows of a snapshot, indexed (built once per snapshot)."""
+
+    def __init__(self, snapshot: Snapshot, conversation_id: str) -> None:
+        t = snapshot.tables
+        conv = conversation_id
+        self.branches = {b["branch_id"]: b for b in t.get("branches", [])
+                         if b["conversation_id"] == conv}
+        self.runs = {r["model_run_id"]: r for r in t.get("model_runs", [])
+                     if r["conversation_id"] == conv}
+        self.msgs = {m["message_id"]: m for m in t.get("messages", [])
+                     if m["conversation_id"] == conv}
+        self.calls = {c["tool_call_id"]: c for c in t.get("tool_calls", [])
+                      if c["model_run_id"] in self.runs}
+        self.arts = {a["artifact_id"]: a for a in t.get("tool_artifacts", [])
+                     if a["branch_id"] in self.branches or a["tool_call_id"] in self.calls
+                     or a["owner_model_run_id"] in self.runs}
+        self.mems = {m["memory_id"]: m for m in t.get("tool_memories", [])
+                     if m["conversation_id"] == conv}
+        self.skills = [s for s in t.get("skill_states", []) if s["model_run_id"] in self.runs]
+        self.checkpoints = [k for k in t.get("checkpoints", []) if k["model_run_id"] in self.runs]
+        self.mem_by_source: dict[str, list[str]] = {}
+        for mid in sorted(self.mems):
+            for a in self.mems[mid]["source_artifact_ids"] or []:
+                self.mem_by_source.setdefault(a, []).append(mid)
+        self.arts_by_call: dict[str, list[str]] = {}
+        for aid in sorted(self.arts):
+            self.arts_by_call.setdefault(self.arts[aid]["tool_call_id"], []).append(aid)
+        # identical calls (same tool and arguments), for "a later identical call succeeded"
+        self.same_calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for cid in sorted(self.calls):
+            c = self.calls[cid]
+            self.same_calls.setdefault((c["tool_name"], c["arguments_json"]), []).append(c)
+        # who supersedes whom, from both directions of the link
+        self.replaced_by: dict[str, list[str]] = {}
+        for mid in sorted(self.mems):  # the old memory's own pointer first
+            if self.mems[mid]["superseded_by"]:
+                self.replaced_by.setdefault(mid, []).append(self.mems[mid]["superseded_by"])
+        for mid in sorted(self.mems):
+            for old in self.mems[mid]["supersedes"] or []:
+                if mid not in self.replaced_by.setdefault(old, []):
+                    self.replaced_by[old].append(mid)
+
+    # ---- graph facts
+    def lineage(self, branch_id: str) -> dict[str, tuple[dt.datetime, str] | None]:
+        """Branches on the lineage of ``branch_id``, each with the (time, fork point) after
+        which its records are not inherited (None for the active branch)."""
+        out: dict[str, tuple[dt.datetime, str] | None] = {}
+        cutoff: tuple[dt.datetime, str] | None = None
+        b = self.branches.get(branch_id)
+        if b is None:
+            return {branch_id: None}
+        while b is not None and b["branch_id"] not in out:
+            out[b["branch_id"]] = cutoff
+            parent = b["parent_branch_id"]
+            if parent is None:
+                break
+            fork = self.msgs.get(b["fork_message_id"] or "")
+            here = (fork["created_at"], fork["message_id"]) if fork else (b["created_at"], b["branch_id"])
+            cutoff = here if cutoff is None or here[0] < cutoff[0] else cutoff
+            b = self.branches.get(parent)
+        return out
+
+    def call_state(self, call: dict[str, Any], at: dt.datetime) -> str:
+        done = call["completed_at"]
+        if done is None or done > at:
+            return "deferred" if call["status"] == "deferred" else "pending"
+        if call["status"] == "failed":
+            for other in self.same_calls.get((call["tool_name"], call["arguments_json"]), []):
+                if (other["requested_at"] > call["requested_at"]
+                        and other["status"] == "succeeded"
+                        and other["completed_at"] is not None and other["completed_at"] <= at):
+                    return "resolved"
+            return "failed"
+        return call["status"]
+
+    def artifact_call_state(self, art: dict[str, Any], at: dt.datetime) -> tuple[str, str, bool]:
+        """(state, tool name, retryable) of the call behind an artifact; an artifact whose
+        call is missing stands for itself."""
+        call = self.calls.get(art["tool_call_id"])
+        if call is None:
+            return art["status"], art["tool_name"], False
+        return self.call_state(call, at), call["tool_name"], bool(call["retryable"])
+
+    def owner(self, c: _Cand) -> tuple[str | None, str | None, str, list[str]]:
+        """(owner participant, owner run, visibility scope, shared_with) of a candidate."""
+        row = c.row
+        if c.kind == "message":
+            return row["participant_id"], row["model_run_id"], row["visibility_scope"], []
+        if c.kind == "tool_artifact":
+            return (row["owner_participant_id"], row["owner_model_run_id"],
+                    row["visibility_scope"], list(row["shared_with"] or []))
+        if c.kind == "tool_memory":
+            return (row["owner_participant_id"], row["owner_model_run_id"],
+                    row["visibility_scope"], [])
+        run = self.runs.get(row["model_run_id"]) or {}
+        return run.get("participant_id"), row["model_run_id"], "participant_private", []
+
+    def is_child_of(self, owner_run: str | None, participant: str) -> bool:
+        r = self.runs.get(owner_run or "")
+        if r is None or r["runtime_kind"] != "subagent_child" or r["participant_id"] == participant:
+            return False
+        parent = self.runs.get(r["parent_model_run_id"] or "")
+        return parent is not None and parent["participant_id"] == participant
+
+
+def _index(snapshot: Snapshot, conversation_id: str) -> _Index:
+    cache = getattr(snapshot, "_indexes", None)
+    if cache is None:
+        return _Index(snapshot, conversation_id)
+    idx = cache.get(conversation_id)
+    if idx is None:
+        idx = cache[conversation_id] = _Index(snapshot, conversation_id)
+    return idx
+
+
+# --------------------------------------------------------------------------- the stages
+
+
+def _candidates(ix: _Index, req: Request, branch_of_run: str) -> list[_Cand]:
+    at = req.assembled_at
+    out: list[_Cand] = []
+    for m in ix.msgs.values():
+        if m["created_at"] <= at:
+            out.append(_Cand("message", m["message_id"], m, m["created_at"],
+                             int(m["content_tokens"]), m["branch_id"]))
+    for c in ix.calls.values():
+        if c["requested_at"] <= at:
+            out.append(_Cand("tool_call", c["tool_call_id"], c, c["requested_at"],
+                             call_tokens(c["arguments_json"]), ix.runs[c["model_run_id"]]["branch_id"]))
+    for a in ix.arts.values():
+        call = ix.calls.get(a["tool_call_id"])
+        if a["created_at"] <= at or (call is not None and call["requested_at"] <= at):
+            out.append(_Cand("tool_artifact", a["artifact_id"], a, a["created_at"],
+                             int(a["content_tokens"]), a["branch_id"]))
+    for m in ix.mems.values():
+        if m["created_at"] <= at:
+            out.append(_Cand("tool_memory", m["memory_id"], m, m["created_at"],
+                             int(m["content_tokens"]), m["branch_id"]))
+    for s in ix.skills:
+        if s["model_run_id"] == req.model_run_id and s["created_at"] <= at:
+            out.append(_Cand("skill_state", s["skill_state_id"], s, s["created_at"],
+                             int(s["content_tokens"]), branch_of_run))
+    for k in ix.checkpoints:
+        if k["model_run_id"] == req.model_run_id and k["created_at"] <= at:
+            out.append(_Cand("checkpoint", k["checkpoint_id"], k, k["created_at"],
+                             int(k["content_tokens"]), branch_of_run))
+    out.sort(key=lambda c: (c.kind, c.rid))
+    return out
+
+
+def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
+              invert_supersession: bool = False) -> Assembly:
+    ix = _index(snapshot, req.conversation_id)
+    at = req.assembled_at
+    me = req.participant_id
+    branch = req.branch_id
+    cands = _candidates(ix, req, branch)
+
+    def live() -> list[_Cand]:
+        return [c for c in cands if c.alive]
+
+    # 1 not yet created
+    for c in cands:
+        if c.created > at:
+            c.add(1, "window", "deny", "not_yet_created",
+                  f"created {_utc_str(c.created)}, after the assembly at {_utc_str(at)}")
+
+    # 2 retention
+    removed = set(policy.retention.removed_classes)
+    for c in live():
+        if c.kind == "tool_artifact" and c.row["retention_class"] in removed:
+            c.add(2, "retention", "deny", "retention_removed",
+                  f"retention class {c.row['retention_class']}: raw body not kept")
+
+    # 3 branch lineage (and the history-replay baseline)
+    lineage = ix.lineage(branch)
+    baseline_tokens = 0
+    baseline_messages = 0
+    lineage_only = policy.branch.lineage_only
+    for c in cands:
+        cut = lineage.get(c.branch)
+        on = c.branch in lineage and (cut is None or c.created <= cut[0])
+        if on and c.created <= at and c.kind in ("message", "tool_call", "tool_artifact"):
+            baseline_tokens += c.tokens
+            baseline_messages += c.kind == "message"
+        if not c.alive or on or not lineage_only:
+            continue
+        if (c.kind == "tool_memory" and c.row["visibility_scope"] == "conversation"
+                and policy.branch.shared_fill):
+            c.add(3, "branch", "allow", "conversation_shared",
+                  f"conversation-scoped memory from branch {c.branch}")
+            continue
+        if cut is not None:
+            c.add(3, "branch", "deny", "sibling_branch", f"on {c.branch} after the fork at {cut[1]}")
+        else:
+            c.add(3, "branch", "deny", "sibling_branch", f"sibling branch {c.branch}")
+
+    # 4 visibility and ownership
+    for c in live():
+        if c.kind in ("skill_state", "checkpoint"):
+            continue
+        owner, owner_run, scope, shared = ix.owner(c)
+        if scope == "audit_only" and policy.visibility.audit_only_excluded:
+            c.add(4, "visibility", "deny", "audit_only", "audit-only record")
+        elif ix.is_child_of(owner_run, me):
+            c.child = True
+        elif (scope == "participant_private" and owner is not None and owner != me
+              and me not in shared and policy.ownership.participant_isolation):
+            c.add(4, "ownership", "deny", "participant_private", f"private to {owner}")
+
+    # 5 privacy and provider
+    blocked_raw = set(policy.privacy.raw_blocked_classes)
+    rule = policy.privacy.providers.get(req.provider)
+    blocked_here = set(rule.blocked_classes) if rule is not None else set()
+    for c in live():
+        if c.kind not in ("tool_artifact", "tool_memory"):
+            continue
+        cls = c.row["privacy_class"]
+        if c.kind == "tool_artifact" and cls in blocked_raw:
+            c.add(5, "privacy", "deny", "privacy_restricted",
+                  f"raw {cls} body is never sent; a safe summary may be")
+        elif cls in blocked_here:
+            c.add(5, "privacy", "deny", "provider_restricted",
+                  f"{cls} data is not sent to {req.provider}")
+
+    # 6 contradiction and supersession
+    live_mems = {c.rid: c for c in live() if c.kind == "tool_memory"}
+    con = policy.contradiction
+    if con.supersession == "omit_obsolete":
+        for c in sorted(live_mems.values(), key=lambda c: c.rid):
+            m = c.row
+            if invert_supersession:
+                # the drift build read `supersedes` as if it pointed at the replacement
+                targets = [s for s in (m["supersedes"] or []) if s in live_mems]
+                if targets:
+                    c.add(6, "contradiction", "deny", "superseded", f"superseded by {targets[0]}")
+                continue
+            newer = [n for n in ix.replaced_by.get(c.rid, []) if n in live_mems and n != c.rid]
+            if newer:
+                c.add(6, "contradiction", "deny", "superseded", f"superseded by {newer[0]}")
+    for c in sorted(live_mems.values(), key=lambda c: c.rid):
+        if not c.alive:
+            continue
+        peers = [p for p in (c.row["conflicts_with"] or [])
+                 if p in live_mems and live_mems[p].alive and p != c.rid]
+        if not peers:
+            continue
+        if con.show_both_sides:
+            c.add(6, "contradiction", "allow", "conflict_both_sides",
+                  f"conflicts with {', '.join(peers)}; both sides shown")
+        else:
+            best = max([c] + [live_mems[p] for p in peers],
+                       key=lambda x: (x.row["confidence"], x.rid))
+            if best is not c:
+                c.add(6, "contradiction", "deny", "redundant",
+                      f"conflicts with {best.rid} (confidence {best.row['confidence']:.2f}"
+                      f" over {c.row['confidence']:.2f})")
+
+    # 7 freshness and provenance
+    fresh = policy.freshness
+    for c in live():
+        if c.kind != "tool_memory":
+            continue
+        m = c.row
+        missing = [a for a in (m["source_artifact_ids"] or []) if a not in ix.arts]
+        tools = ", ".join(m["revalidation_tools"] or []) or "its source tool"
+        if missing:
+            if fresh.broken_provenance == "mark":
+                c.add(7, "freshness", "mark", "stale_marker",
+                      f"source {', '.join(missing)} is missing (broken provenance); "
+                      f"revalidate with {tools}")
+                c.rendering = "revalidation_hint"
+            else:
+                c.add(7, "freshness", "deny", "broken_provenance",
+                      f"source {', '.join(missing)} is missing")
+            continue
+        window = fresh.window(m["freshness_class"])
+        age = at - m["observed_at"]
+        if window is not None and age > dt.timedelta(hours=window):
+            since = m["observed_at"] + dt.timedelta(hours=window)
+            what = f"stale since {fmt_ts(since)} ({m['freshness_class']}, {window}h window)"
+            if fresh.stale_action == "mark":
+                c.add(7, "freshness", "mark", "stale_marker", f"{what}; revalidate with {tools}")
+                c.rendering = "stale_marker"
+            else:
+                c.add(7, "freshness", "deny", "stale", what)
+        elif not c.decisions:
+            span = (f"within the {window}h {m['freshness_class']} window" if window is not None
+                    else f"{m['freshness_class']}: does not go stale")
+            c.add(7, "freshness", "allow", "compact_memory", f"observed {fmt_age(age)} ago, {span}")
+
+    # 8 promotion and rehydration
+    mode = policy.ownership.child_promotion
+    bytes_left = req.byte_budget if req.byte_budget is not None else policy.rehydration.byte_budget
+    exact = set(req.exact_evidence_ids) if policy.rehydration.trigger == "exact_evidence" else set()
+    for c in live():
+        if c.child:
+            owner_run = ix.owner(c)[1]
+            ok = c.kind == "tool_memory" and c.row["promotion_policy"] != "never" and (
+                mode == "auto" or (mode == "explicit" and c.row["promoted"]))
+            if ok:
+                c.add(8, "promotion", "allow", "promoted_child_output",
+                      f"promoted from child run {owner_run}")
+                c.rendering = c.rendering or "compact_memory"
+            else:
+                c.add(8, "promotion", "deny", "child_not_promoted",
+                      f"output of child run {owner_run}, not promoted to the parent")
+            continue
+        if c.kind == "tool_artifact":
+            settled = c.row["status"] == "succeeded"
+            if c.rid in exact and settled:
+                if c.row["byte_size"] <= bytes_left:
+                    bytes_left -= c.row["byte_size"]
+                    c.add(8, "rehydration", "rehydrate", "rehydrated_exact",
+                          f"exact evidence requested; {c.row['byte_size']} bytes raw")
+                    c.rendering = "rehydrated_raw"
+                else:
+                    c.add(8, "rehydration", "deny", "byte_budget_exceeded",
+                          f"needs {c.row['byte_size']} bytes, {bytes_left} left of the byte budget")
+            elif settled:
+                derived = [m for m in ix.mem_by_source.get(c.rid, []) if ix.mems[m]["created_at"] <= at]
+                if derived:
+                    c.add(8, "rehydration", "replace", "raw_replaced_by_memory",
+                          f"replaced by compact memory {derived[0]}")
+                    c.alive = False
+                else:
+                    c.add(8, "rehydration", "allow", "lineage",
+                          "no compact memory derived; shown as a reference")
+                    c.rendering = "reference"
+        elif c.kind == "tool_call" and ix.call_state(c.row, at) == "succeeded":
+            arts = ix.arts_by_call.get(c.rid, [])
+            c.add(8, "rehydration", "deny", "redundant",
+                  f"result carried by {', '.join(arts) or 'its artifact'}")
+
+    # 9 recovery protection
+    protected_states = set(policy.recovery.protected_states)
+    for c in live():
+        if c.kind == "skill_state":
+            c.add(9, "recovery", "allow", "skill_active",
+                  "skills: " + ", ".join(c.row["loaded_skills"] or []))
+            c.rendering = "summary"
+        elif c.kind == "checkpoint":
+            c.add(9, "recovery", "allow", "checkpoint_restore", f"{c.row['kind']} checkpoint restored")
+            c.rendering = "summary"
+        elif c.kind in ("tool_call", "tool_artifact"):
+            if c.kind == "tool_call":
+                state, tool, retryable = ix.call_state(c.row, at), c.row["tool_name"], bool(c.row["retryable"])
+            else:
+                state, tool, retryable = ix.artifact_call_state(c.row, at)
+            if state in protected_states:
+                extra = ", retryable" if retryable else ""
+                c.add(9, "recovery", "protect", "recovery_protected",
+                      f"unresolved {tool} call ({state}{extra})")
+                c.rendering = "verbatim"
+                c.protected = True
+            elif c.kind == "tool_call" or c.row["status"] != "succeeded":
+                c.add(9, "recovery", "deny", "redundant", f"{tool} call {state}; nothing left to recover")
+
+    # 10 window
+    msgs = sorted((c for c in live() if c.kind == "message"),
+                  key=lambda c: (c.created, c.rid), reverse=True)
+    limit = policy.window.max_messages
+    for i, c in enumerate(msgs):
+        if i >= limit:
+            c.add(10, "window", "deny", "outside_window", f"older than the last {limit} messages")
+            continue
+        m = c.row
+        if (req.runtime_kind == "autonomous_discussion" and m["role"] == "assistant"
+                and m["participant_id"] != me):
+            c.add(10, "window", "allow", "speaker_context",
+                  f"said by {m['speaker_label'] or m['participant_id']}")
+        elif c.branch == branch:
+            c.add(10, "window", "allow", "in_window", f"message {i + 1} of the last {limit}")
+        else:
+            c.add(10, "window", "allow", "lineage", f"inherited from {c.branch}")
+        c.rendering = "verbatim"
+
+    # 11 budget
+    budget = req.token_budget if req.token_budget is not None else policy.budget.token_budget
+    available = budget - policy.budget.reserve_tokens
+    rank = {k: i for i, k in enumerate(policy.ranking.order)}
+
+    def shown(c: _Cand) -> int:
+        if c.rendering in ("stale_marker", "revalidation_hint"):
+            return min(c.tokens, MARKER_TOKENS)
+        return c.tokens
+
+    used = sum(shown(c) for c in live() if c.protected)
+    if used > available:
+        for c in live():
+            if c.protected:
+                step, fam, out, reason, detail = c.decisions[-1]
+                c.decisions[-1] = (step, fam, out, reason,
+                                   f"{detail}; kept although over budget by {used - available} tokens")
+
+    def order(c: _Cand) -> tuple[Any, ...]:
+        key = "exact_evidence" if c.rendering == "rehydrated_raw" else c.kind
+        conf = -float(c.row["confidence"]) if c.kind == "tool_memory" else 0.0
+        return (rank.get(key, len(rank)), conf, -c.created.timestamp(), c.rid)
+
+    for c in sorted((c for c in live() if not c.protected), key=order):
+        if c.rendering is None:
+            c.rendering = "compact_memory" if c.kind == "tool_memory" else "verbatim"
+        t = shown(c)
+        if used + t <= available:
+            used += t
+        else:
+            c.add(11, "budget", "deny", "over_budget", f"over budget by {used + t - available} tokens")
+
+    # final rows: one per candidate, its last decision
+    included = sorted((c for c in cands if c.alive), key=lambda c: (KIND_ORDER[c.kind], c.created, c.rid))
+    pos = {id(c): i for i, c in enumerate(included)}
+    records: list[dict[str, Any]] = []
+    chains: list[tuple[int, str, str, tuple[int, str, str, str, str]]] = []
+    for c in cands:
+        if not c.decisions:  # every stage path decides; this is a guard, never a crash
+            c.add(11, "budget", "deny", "redundant", "no stage selected this record")
+        step, fam, out, reason, detail = c.decisions[-1]
+        records.append({
+            "assembly_id": req.assembly_id, "record_kind": c.kind, "record_id": c.rid,
+            "decision": "included" if c.alive else "omitted",
+            "rendering": c.rendering if c.alive else None,
+            "position": pos[id(c)] if c.alive else None,
+            "policy_family": fam, "reason_code": reason, "detail": detail,
+            "tokens": shown(c) if c.alive else c.tokens})
+        for d in c.decisions:
+            chains.append((d[0], c.kind, c.rid, d))
+    chains.sort(key=lambda x: (x[0], x[1], x[2]))
+    width = max(3, len(str(len(chains))))
+    decisions = [{
+        "decision_id": f"{req.assembly_id}/d{i + 1:0{width}d}", "assembly_id": req.assembly_id,
+        "step": step, "record_kind": kind, "record_id": rid, "policy_family": d[1],
+        "outcome": d[2], "reason_code": d[3], "detail": d[4]}
+        for i, (step, kind, rid, d) in enumerate(chains)]
+    return Assembly.from_rows(req.assembly_id, policy.version, assembler, records, decisions,
+                              baseline_tokens, baseline_messages)
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+class ReferenceAssembler:
+    """The reference assembler as a plugin (entry point ``reference``)."""
+
+    name = "reference"
+    version = REFERENCE_VERSION
+    invert_supersession = False
+
+    def assemble(self, snapshot: Snapshot, request: Request, policy: Policy) -> Assembly:
+        return _assemble(snapshot, request, policy, f"{self.name}/{self.version}",
+                         invert_supersession=self.invert_supersession)
+
+
+def assemble(snapshot: Snapshot, request: Request, policy: Policy) -> Assembly:
+    """The reference assembler: pure and deterministic."""
+    return _REFERENCE.assemble(snapshot, request, policy)
+
+
+_REFERENCE = ReferenceAssembler()
+
+
+def _entry_points() -> list[Any]:
+    from importlib.metadata import entry_points
+
+    try:
+        return list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # pragma: no cover - broken metadata must not break the built-in
+        return []
+
+
+def available_assemblers() -> dict[str, AssemblerPlugin]:
+    """Assemblers registered under the entry point group ``contextlens.assemblers``, by
+    entry point name (the built-in reference is always there)."""
+    found: dict[str, AssemblerPlugin] = {}
+    for ep in sorted(_entry_points(), key=lambda e: e.name):
+        if ep.name in found:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as err:
+            raise ContextlensError(
+                f"assembler plugin '{ep.name}' ({ep.value}) failed to load: {err}"
+            ) from None
+        plugin = obj() if isinstance(obj, type) else obj
+        if not callable(getattr(plugin, "assemble", None)):
+            raise ContextlensError(
+                f"assembler plugin '{ep.name}' ({ep.value}) has no assemble(snapshot, request, policy)"
+            )
+        found[ep.name] = plugin
+    found.setdefault("reference", _REFERENCE)
+    return dict(sorted(found.items()))
+
+
+def get_assembler(name: str | AssemblerPlugin = "reference") -> AssemblerPlugin:
+    """The assembler registered as ``name`` (an AssemblerPlugin object is returned as is)."""
+    if not isinstance(name, str):
+        return name
+    if name == "reference":
+        plugins = available_assemblers()
+        return plugins.get("reference", _REFERENCE)
+    plugins = available_assemblers()
+    try:
+        return plugins[name]
+    except KeyError:
+        raise ContextlensError(
+            f"unknown assembler '{name}' (known: {', '.join(plugins)})"
+        ) from None

@@ -1,0 +1,130 @@
+"""Diff two assemblies of the same request, record by record (DESIGN.md section 6).
+
+Records pair by (record_kind, record_id). Each pair gets one change class:
+
+- ``newly_included``: B includes it, A did not (omitted or not a candidate);
+- ``newly_omitted``: A included it, B does not;
+- ``rendering_changed``: included in both, rendered differently;
+- ``reason_changed``: same decision (and rendering), another reason code;
+- ``moved``: included in both alike, but its order among the records both include changed;
+- ``unchanged``.
+
+The **safety** list holds the records B includes that A withheld for a privacy, visibility,
+branch or ownership reason (``SAFETY_REASONS``): a replay that newly exposes them is the
+first thing a reviewer must see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CHANGE_CLASSES", "SAFETY_REASONS", "Diff", "diff_records"]
+
+CHANGE_CLASSES = ("newly_included", "newly_omitted", "rendering_changed", "reason_changed",
+                  "moved", "unchanged")
+SAFETY_REASONS = frozenset({"privacy_restricted", "provider_restricted", "participant_private",
+                            "audit_only", "sibling_branch", "child_not_promoted"})
+_SIDE_FIELDS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
+                "policy_family")
+_CLASS_RANK = {c: i for i, c in enumerate(CHANGE_CLASSES)}
+
+
+@dataclass(frozen=True)
+class Diff:
+    a_label: str
+    b_label: str
+    summary: dict[str, Any]
+    changes: list[dict[str, Any]]
+    safety: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[dict[str, Any]]:
+        """The changes without the unchanged pairs."""
+        return [c for c in self.changes if c["change"] != "unchanged"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a_label": self.a_label,
+            "b_label": self.b_label,
+            "summary": self.summary,
+            "changes": self.changes,
+            "safety": self.safety,
+        }
+
+
+def _side(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    out = {k: row.get(k) for k in _SIDE_FIELDS}
+    if out["position"] is not None:
+        out["position"] = int(out["position"])
+    if out["tokens"] is not None:
+        out["tokens"] = int(out["tokens"])
+    return out
+
+
+def _included(row: dict[str, Any] | None) -> bool:
+    return row is not None and row["decision"] == "included"
+
+
+def _common_ranks(a: dict[tuple[str, str], dict[str, Any]],
+                  b: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict, dict]:
+    both = [k for k in a if _included(a[k]) and _included(b.get(k))]
+    rank_a = {k: i for i, k in enumerate(sorted(both, key=lambda k: (a[k]["position"], k)))}
+    rank_b = {k: i for i, k in enumerate(sorted(both, key=lambda k: (b[k]["position"], k)))}
+    return rank_a, rank_b
+
+
+def _classify(ra: dict[str, Any] | None, rb: dict[str, Any] | None, moved: bool) -> str:
+    ia, ib = _included(ra), _included(rb)
+    if ib and not ia:
+        return "newly_included"
+    if ia and not ib:
+        return "newly_omitted"
+    if ia and ib:
+        if ra["rendering"] != rb["rendering"]:  # type: ignore[index]
+            return "rendering_changed"
+        if ra["reason_code"] != rb["reason_code"]:  # type: ignore[index]
+            return "reason_changed"
+        return "moved" if moved else "unchanged"
+    # omitted (or absent) on both sides
+    if ra is None or rb is None or ra["reason_code"] != rb["reason_code"]:
+        return "reason_changed"
+    return "unchanged"
+
+
+def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]],
+                 a_label: str = "A", b_label: str = "B") -> Diff:
+    """Pair two assemblies' records by (kind, id) and classify every pair."""
+    a = {(r["record_kind"], r["record_id"]): r for r in a_records}
+    b = {(r["record_kind"], r["record_id"]): r for r in b_records}
+    rank_a, rank_b = _common_ranks(a, b)
+    changes: list[dict[str, Any]] = []
+    safety: list[dict[str, Any]] = []
+    counts = {c: 0 for c in CHANGE_CLASSES}
+    for key in sorted(set(a) | set(b)):
+        ra, rb = a.get(key), b.get(key)
+        change = _classify(ra, rb, key in rank_a and rank_a[key] != rank_b[key])
+        counts[change] += 1
+        unsafe = (_included(rb) and ra is not None and not _included(ra)
+                  and ra["reason_code"] in SAFETY_REASONS)
+        entry = {"record_kind": key[0], "record_id": key[1], "change": change,
+                 "a": _side(ra), "b": _side(rb), "safety": unsafe}
+        changes.append(entry)
+        if unsafe:
+            safety.append({"record_kind": key[0], "record_id": key[1],
+                           "a_reason": ra["reason_code"],  # type: ignore[index]
+                           "b_rendering": rb["rendering"],  # type: ignore[index]
+                           "b_reason": rb["reason_code"]})  # type: ignore[index]
+    changes.sort(key=lambda c: (not c["safety"], _CLASS_RANK[c["change"]], c["record_kind"],
+                                c["record_id"]))
+    summary = {
+        "counts": counts,
+        "tokens_a": sum(int(r["tokens"]) for r in a_records if _included(r)),
+        "tokens_b": sum(int(r["tokens"]) for r in b_records if _included(r)),
+        "included_a": sum(_included(r) for r in a_records),
+        "included_b": sum(_included(r) for r in b_records),
+        "safety": len(safety),
+    }
+    return Diff(a_label, b_label, summary, changes, safety)

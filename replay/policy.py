@@ -1,0 +1,398 @@
+"""Versioned assembly policies: a pydantic model per family, TOML files with ``extends``.
+
+A policy version is one TOML file ``<version>.toml`` in a folder (the registry). Its
+``version`` must equal the file name, ``extends`` names the parent version (tables merge key
+by key, scalars and lists replace), and every other top-level table is one policy family.
+Unknown keys, wrong types and impossible values are errors naming the file, the dotted key
+and the problem; so are ``extends`` cycles and unknown parents. ``docs/policies.md`` states
+every key, its type, default and meaning.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from ingest.errors import ContextlensError
+
+__all__ = [
+    "Policy",
+    "PolicyChange",
+    "PolicyRegistry",
+    "bundled_policies_dir",
+    "load_registry",
+    "flatten",
+]
+
+PrivacyClass = Literal[
+    "public", "internal", "user_private", "oauth_derived", "google_derived", "secret_adjacent"
+]
+RetentionClass = Literal["keep", "archive", "redact", "hash_only", "delete"]
+RankKey = Literal[
+    "checkpoint", "skill_state", "exact_evidence", "message", "tool_memory", "tool_artifact",
+    "tool_call",
+]
+ProtectedState = Literal["pending", "failed", "deferred"]
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class WindowPolicy(BaseModel):
+    model_config = _STRICT
+    max_messages: int = Field(default=12, ge=0)
+
+
+class BudgetPolicy(BaseModel):
+    model_config = _STRICT
+    token_budget: int = Field(default=4000, ge=0)
+    reserve_tokens: int = Field(default=500, ge=0)
+
+
+class BranchPolicy(BaseModel):
+    model_config = _STRICT
+    lineage_only: bool = True
+    shared_fill: bool = True
+
+
+class OwnershipPolicy(BaseModel):
+    model_config = _STRICT
+    participant_isolation: bool = True
+    child_promotion: Literal["auto", "explicit", "never"] = "explicit"
+
+
+class VisibilityPolicy(BaseModel):
+    model_config = _STRICT
+    audit_only_excluded: bool = True
+
+
+class ProviderRule(BaseModel):
+    model_config = _STRICT
+    blocked_classes: list[PrivacyClass] = Field(default_factory=list)
+
+
+class PrivacyPolicy(BaseModel):
+    model_config = _STRICT
+    raw_blocked_classes: list[PrivacyClass] = Field(
+        default_factory=lambda: ["oauth_derived", "google_derived", "secret_adjacent"]
+    )
+    providers: dict[str, ProviderRule] = Field(default_factory=dict)
+
+
+class FreshnessPolicy(BaseModel):
+    """Windows in hours per freshness class; ``None`` (absent) means never stale."""
+
+    model_config = _STRICT
+    volatile: int | None = Field(default=6, ge=0)
+    session: int | None = Field(default=24, ge=0)
+    bounded: int | None = Field(default=72, ge=0)
+    durable: int | None = Field(default=None, ge=0)
+    permanent: int | None = Field(default=None, ge=0)
+    stale_action: Literal["mark", "omit"] = "omit"
+    broken_provenance: Literal["mark", "omit"] = "omit"
+
+    def window(self, freshness_class: str) -> int | None:
+        return getattr(self, freshness_class, None) if freshness_class in _FRESH_CLASSES else None
+
+
+_FRESH_CLASSES = ("volatile", "session", "bounded", "durable", "permanent")
+
+
+class ContradictionPolicy(BaseModel):
+    model_config = _STRICT
+    show_both_sides: bool = False
+    supersession: Literal["omit_obsolete", "keep_both"] = "omit_obsolete"
+
+
+class RecoveryPolicy(BaseModel):
+    model_config = _STRICT
+    protected_states: list[ProtectedState] = Field(
+        default_factory=lambda: ["pending", "failed", "deferred"]
+    )
+
+
+class RehydrationPolicy(BaseModel):
+    model_config = _STRICT
+    byte_budget: int = Field(default=65536, ge=0)
+    trigger: Literal["exact_evidence", "never"] = "exact_evidence"
+
+
+class RetentionPolicy(BaseModel):
+    model_config = _STRICT
+    removed_classes: list[RetentionClass] = Field(default_factory=lambda: ["delete"])
+
+
+class RankingPolicy(BaseModel):
+    model_config = _STRICT
+    order: list[RankKey] = Field(
+        default_factory=lambda: [
+            "checkpoint", "skill_state", "exact_evidence", "message", "tool_memory",
+            "tool_artifact", "tool_call",
+        ]
+    )
+
+
+class Policy(BaseModel):
+    """One resolved policy version (its ``extends`` chain already merged in)."""
+
+    model_config = _STRICT
+    version: str
+    description: str
+    extends: str | None = None
+    window: WindowPolicy = Field(default_factory=WindowPolicy)
+    budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
+    branch: BranchPolicy = Field(default_factory=BranchPolicy)
+    ownership: OwnershipPolicy = Field(default_factory=OwnershipPolicy)
+    visibility: VisibilityPolicy = Field(default_factory=VisibilityPolicy)
+    privacy: PrivacyPolicy = Field(default_factory=PrivacyPolicy)
+    freshness: FreshnessPolicy = Field(default_factory=FreshnessPolicy)
+    contradiction: ContradictionPolicy = Field(default_factory=ContradictionPolicy)
+    recovery: RecoveryPolicy = Field(default_factory=RecoveryPolicy)
+    rehydration: RehydrationPolicy = Field(default_factory=RehydrationPolicy)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    ranking: RankingPolicy = Field(default_factory=RankingPolicy)
+
+
+FAMILIES: tuple[str, ...] = tuple(
+    name for name in Policy.model_fields if name not in ("version", "description", "extends")
+)
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    key: str  # dotted, e.g. "freshness.volatile"
+    parent: Any
+    value: Any
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: tables merge key by key; scalars and lists in ``over`` replace."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists are leaves."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _natural(v: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    return repr(value)
+
+
+_EXPECTED = {
+    "int_type": "expected an integer",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "list_type": "expected a list",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+    "model_attributes_type": "expected a table",
+    "float_type": "expected a number",
+}
+
+
+def _problem(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    got = err.get("input")
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing key"
+    if kind in _EXPECTED:
+        return f"{_EXPECTED[kind]}, got {_shown(got)}"
+    if kind == "literal_error":
+        expected = (err.get("ctx") or {}).get("expected", "")
+        return f"expected one of {expected}, got {_shown(got)}"
+    if kind == "greater_than_equal":
+        return f"must be >= {(err.get('ctx') or {}).get('ge')}, got {_shown(got)}"
+    return f"{err.get('msg', 'invalid value')}, got {_shown(got)}"
+
+
+def _has_path(raw: dict[str, Any], path: tuple[Any, ...]) -> bool:
+    node: Any = raw
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class PolicyRegistry:
+    """Every ``*.toml`` of a folder, validated and resolved on construction."""
+
+    def __init__(self, folder: str | Path | None = None, *, texts: dict[str, str] | None = None,
+                 label: str | None = None) -> None:
+        self.folder = Path(folder) if folder is not None else Path("policies")
+        self._label = label or self.folder.name or "policies"
+        self._raw: dict[str, dict[str, Any]] = {}
+        self._resolved: dict[str, dict[str, Any]] = {}
+        self._policies: dict[str, Policy] = {}
+        if texts is None:
+            if not self.folder.is_dir():
+                raise ContextlensError(f"policies folder {self.folder} not found")
+            texts = {}
+            for path in sorted(self.folder.glob("*.toml")):
+                try:
+                    texts[path.stem] = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as err:
+                    raise ContextlensError(f"{self._file(path.stem)}: cannot read: {err}") from None
+            if not texts:
+                raise ContextlensError(f"policies folder {self.folder} holds no *.toml file")
+        for stem in sorted(texts, key=_natural):
+            self._raw[stem] = self._parse(stem, texts[stem])
+        for stem in self.versions():
+            self._resolve(stem, ())
+
+    @classmethod
+    def from_texts(cls, texts: dict[str, str], label: str = "policies") -> "PolicyRegistry":
+        """A registry over in-memory TOML texts keyed by version (file stem)."""
+        return cls(None, texts=texts, label=label)
+
+    # ---- loading
+    def _file(self, stem: str) -> str:
+        return f"{self._label}/{stem}.toml"
+
+    def _parse(self, stem: str, text: str) -> dict[str, Any]:
+        file = self._file(stem)
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ContextlensError(f"{file}: invalid TOML: {err}") from None
+        version = raw.get("version")
+        if version is None:
+            raise ContextlensError(f"{file}: key version: missing key")
+        if not isinstance(version, str):
+            raise ContextlensError(f"{file}: key version: expected a string, got {_shown(version)}")
+        if version != stem:
+            raise ContextlensError(
+                f"{file}: key version: '{version}' does not match the file name '{stem}'"
+            )
+        parent = raw.get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise ContextlensError(f"{file}: key extends: expected a string, got {_shown(parent)}")
+        return raw
+
+    def _resolve(self, stem: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if stem in self._resolved:
+            return self._resolved[stem]
+        if stem in chain:
+            cycle = " -> ".join(chain[chain.index(stem):] + (stem,))
+            raise ContextlensError(f"{self._file(chain[chain.index(stem)])}: extends cycle {cycle}")
+        raw = self._raw[stem]
+        parent = raw.get("extends")
+        own = {k: v for k, v in raw.items()}
+        if parent is None:
+            merged = own
+        else:
+            if parent not in self._raw:
+                raise ContextlensError(
+                    f"{self._file(stem)}: key extends: extends unknown version '{parent}'"
+                )
+            base = dict(self._resolve(parent, chain + (stem,)))
+            base.pop("description", None)
+            merged = merge(base, own)
+        try:
+            policy = Policy.model_validate(merged)
+        except pydantic.ValidationError as err:
+            first = err.errors()[0]
+            loc = tuple(first["loc"])
+            key = ".".join(str(p) for p in loc)
+            # name the file of the chain that wrote the offending key
+            owner = stem
+            node = stem
+            while node is not None:
+                if _has_path(self._raw[node], loc):
+                    owner = node
+                    break
+                node = self._raw[node].get("extends")
+            raise ContextlensError(f"{self._file(owner)}: key {key}: {_problem(first)}") from None
+        self._resolved[stem] = merged
+        self._policies[stem] = policy
+        return merged
+
+    # ---- queries
+    def versions(self) -> list[str]:
+        return sorted(self._raw, key=_natural)
+
+    def get(self, version: str) -> Policy:
+        try:
+            return self._policies[version]
+        except KeyError:
+            known = ", ".join(self.versions())
+            raise ContextlensError(
+                f"unknown policy version '{version}' (known: {known})"
+            ) from None
+
+    def __contains__(self, version: object) -> bool:
+        return version in self._policies
+
+    def description(self, version: str) -> str:
+        return self.get(version).description
+
+    def parent(self, version: str) -> str | None:
+        return self.get(version).extends
+
+    def changes(self, version: str) -> list[PolicyChange]:
+        """Dotted keys whose resolved value differs from the parent's; [] for a root."""
+        policy = self.get(version)
+        if policy.extends is None:
+            return []
+        mine = flatten(self.settings(version))
+        theirs = flatten(self.settings(policy.extends))
+        out = []
+        for key in sorted(set(mine) | set(theirs)):
+            if mine.get(key) != theirs.get(key):
+                out.append(PolicyChange(key, theirs.get(key), mine.get(key)))
+        return out
+
+    def settings(self, version: str) -> dict[str, Any]:
+        """The resolved families of ``version`` as plain data (defaults filled in)."""
+        data = self.get(version).model_dump(mode="json")
+        for k in ("version", "description", "extends"):
+            data.pop(k, None)
+        return data
+
+
+def bundled_policies_dir() -> Path:
+    from sample_data import SAMPLE_DIR
+
+    return SAMPLE_DIR / "policies"
+
+
+def load_registry(folder: str | Path | None = None) -> PolicyRegistry:
+    """The registry over ``folder`` (the bundled ``sample_data/policies`` when None)."""
+    return PolicyRegistry(bundled_policies_dir() if folder is None else Path(folder))

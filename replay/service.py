@@ -1,0 +1,206 @@
+"""Replay orchestration over a store: the one API the CLI and the app call.
+
+- ``recorded_assembly(store, id)``: the recorded assembly as an ``Assembly``;
+- ``replay(store, id, version, registry)``: the request re-assembled under a policy version;
+- ``diff(store, id, version, against="recorded"|"vX")``: recorded (or a replay under vX) vs
+  a replay under ``version``;
+- ``verify(store, registry)``: every recorded assembly replayed under its own recorded
+  policy version; drift when the selection_hash differs;
+- ``token_report(store)``: per scenario, history-replay (baseline) and assembled tokens.
+
+No model is called, nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from ingest.errors import ContextlensError
+
+from .assembler import Assembly, AssemblerPlugin, get_assembler
+from .diff import Diff, diff_records
+from .policy import PolicyRegistry, load_registry
+from .snapshot import Request, Snapshot, load_snapshot, request_from_row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.filters import AssemblyFilter
+    from ingest.store import Store
+
+__all__ = ["VerifyResult", "recorded_assembly", "replay", "diff", "verify", "token_report"]
+
+Progress = Callable[[int, int], None]
+_RECORD_KEYS = ("assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
+                "policy_family", "reason_code", "detail", "tokens")
+
+
+def _registry(registry: PolicyRegistry | None) -> PolicyRegistry:
+    return registry if registry is not None else load_registry(None)
+
+
+def _clean_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        d = {k: r.get(k) for k in _RECORD_KEYS}
+        if d["position"] is not None:
+            d["position"] = int(d["position"])
+        out.append(d)
+    return out
+
+
+def recorded_assembly(store: "Store", assembly_id: str) -> Assembly:
+    """The assembly as recorded in the store (records, decisions, recorded counts)."""
+    row = store.assembly(assembly_id)
+    recs = _clean_records(store.recorded_records([assembly_id], row["export_id"]).to_pylist())
+    decisions = store.recorded_decisions(assembly_id).to_pylist()
+    inc = [r for r in recs if r["decision"] == "included"]
+    return Assembly(
+        assembly_id=assembly_id,
+        policy_version=row["policy_version"],
+        assembler=f"recorded/{row['assembler_version']}",
+        records=recs,
+        decisions=decisions,
+        selection_hash=row["selection_hash"],
+        assembled_tokens=int(row["assembled_tokens"]),
+        baseline_tokens=int(row["baseline_tokens"]),
+        baseline_message_count=int(row["baseline_message_count"]),
+        included_count=len(inc),
+        omitted_count=len(recs) - len(inc),
+    )
+
+
+def _load(store: "Store", assembly_id: str) -> tuple[Request, Snapshot]:
+    row = store.assembly(assembly_id)
+    return request_from_row(row), load_snapshot(store, row["conversation_id"], row["export_id"])
+
+
+def replay(store: "Store", assembly_id: str, policy_version: str,
+           registry: PolicyRegistry | None = None,
+           assembler: str | AssemblerPlugin = "reference") -> Assembly:
+    """Re-assemble ``assembly_id``'s request under ``policy_version`` (no model call)."""
+    reg = _registry(registry)
+    policy = reg.get(policy_version)
+    plugin = get_assembler(assembler)
+    request, snapshot = _load(store, assembly_id)
+    return plugin.assemble(snapshot, request, policy)
+
+
+def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "recorded",
+         registry: PolicyRegistry | None = None,
+         assembler: str | AssemblerPlugin = "reference") -> Diff:
+    """A = the recorded assembly (``against="recorded"``) or a replay under ``against``;
+    B = a replay under ``policy_version``."""
+    reg = _registry(registry)
+    policy_b = reg.get(policy_version)
+    plugin = get_assembler(assembler)
+    request, snapshot = _load(store, assembly_id)
+    b = plugin.assemble(snapshot, request, policy_b)
+    if against == "recorded":
+        a = recorded_assembly(store, assembly_id)
+        a_label = f"recorded {a.policy_version}"
+    else:
+        a = plugin.assemble(snapshot, request, reg.get(against))
+        a_label = f"replay {against}"
+    return diff_records(a.records, b.records, a_label, f"replay {policy_version}")
+
+
+@dataclass
+class VerifyResult:
+    checked: int = 0
+    faithful: int = 0
+    drifted: list[dict[str, Any]] = field(default_factory=list)
+    # assemblies that could not be replayed (e.g. a policy version missing from the registry)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.drifted and not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "faithful": self.faithful,
+            "drifted": [
+                {"assembly_id": d["assembly_id"], "assembler_version": d["assembler_version"],
+                 "policy_version": d["policy_version"], "diff": d["diff"].to_json()}
+                for d in self.drifted
+            ],
+            "errors": self.errors,
+        }
+
+
+def verify(store: "Store", registry: PolicyRegistry | None = None,
+           assembler: str | AssemblerPlugin = "reference", progress: Progress | None = None,
+           flt: "AssemblyFilter | str | None" = None) -> VerifyResult:
+    """Replay every recorded assembly (matching ``flt``) under its recorded policy version.
+
+    Faithful when the replay's selection_hash equals the recorded one; otherwise drifted,
+    with the diff recorded -> replay. Each conversation's snapshot is loaded once.
+    """
+    reg = _registry(registry)
+    plugin = get_assembler(assembler)
+    work = store.assembly_requests(flt).to_pylist()
+    total = len(work)
+    result = VerifyResult()
+    report = progress or (lambda _done, _total: None)
+    report(0, total)
+    done = 0
+    # group by (export, conversation): one snapshot each
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in work:
+        groups.setdefault((row["export_id"], row["conversation_id"]), []).append(row)
+    for (export_id, conversation_id), rows in groups.items():
+        snapshot = load_snapshot(store, conversation_id, export_id)
+        recorded: dict[str, list[dict[str, Any]]] = {}
+        for r in store.recorded_records([x["assembly_id"] for x in rows], export_id).to_pylist():
+            recorded.setdefault(r["assembly_id"], []).append(r)
+        for row in rows:
+            aid = row["assembly_id"]
+            result.checked += 1
+            try:
+                policy = reg.get(row["policy_version"])
+            except ContextlensError as err:
+                result.errors.append({"assembly_id": aid, "error": str(err)})
+            else:
+                out = plugin.assemble(snapshot, request_from_row(row), policy)
+                if out.selection_hash == row["selection_hash"]:
+                    result.faithful += 1
+                else:
+                    d = diff_records(_clean_records(recorded.get(aid, [])), out.records,
+                                     f"recorded {row['policy_version']}",
+                                     f"replay {row['policy_version']}")
+                    result.drifted.append({
+                        "assembly_id": aid, "assembler_version": row["assembler_version"],
+                        "policy_version": row["policy_version"], "diff": d,
+                        "recorded_hash": row["selection_hash"], "replay_hash": out.selection_hash,
+                    })
+            done += 1
+            report(done, total)
+    result.drifted.sort(key=lambda d: d["assembly_id"])
+    return result
+
+
+def token_report(store: "Store", registry: PolicyRegistry | None = None,
+                 flt: "AssemblyFilter | str | None" = None) -> list[dict[str, Any]]:
+    """Per scenario (``"(untagged)"`` for requests without one): assemblies,
+    baseline_tokens (history replay: the lineage replayed raw), assembled_tokens and
+    reduction = 1 - assembled / baseline (0 when the baseline is 0). The last row,
+    scenario ``"(all)"``, totals every request."""
+    rows = store.token_totals(flt).to_pylist()
+    out = []
+    for r in rows:
+        out.append(_token_row(r["scenario"] or "(untagged)", r["assemblies"],
+                              r["baseline_tokens"], r["assembled_tokens"]))
+    if out:
+        out.append(_token_row("(all)", sum(r["assemblies"] for r in rows),
+                              sum(r["baseline_tokens"] or 0 for r in rows),
+                              sum(r["assembled_tokens"] or 0 for r in rows)))
+    return out
+
+
+def _token_row(scenario: str, n: int, baseline: int | None, assembled: int | None) -> dict[str, Any]:
+    baseline = int(baseline or 0)
+    assembled = int(assembled or 0)
+    reduction = round(1 - assembled / baseline, 4) if baseline else 0.0
+    return {"scenario": scenario, "assemblies": int(n), "baseline_tokens": baseline,
+            "assembled_tokens": assembled, "reduction": reduction}
