@@ -1,0 +1,155 @@
+"""Verify, replay and diff over the sample store; the incident; safety findings; tokens."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ingest.errors import ContextlensError
+from ingest.store import Store
+from replay import service
+from replay.assembler import selection_hash
+from replay.policy import PolicyRegistry, bundled_policies_dir, load_registry
+
+REG = load_registry(None)
+INCIDENT_V5 = ["asm-033", "asm-034", "asm-035", "asm-036", "asm-037", "asm-038"]
+
+
+@pytest.fixture(scope="module")
+def store(sample_db: Path) -> Iterator[Store]:
+    with Store.open(sample_db) as s:
+        yield s
+
+
+def calendar_memory(store: Store) -> str:
+    graph = store.conversation_graph("c-ops").get("tool_memories").to_pylist()
+    (mem,) = [m for m in graph if "calendar.freebusy" in m["source_tool_names"]]
+    return mem["memory_id"]
+
+
+def test_verify_finds_exactly_the_drift_story(store: Store) -> None:
+    seen: list[tuple[int, int]] = []
+    result = service.verify(store, REG, progress=lambda done, total: seen.append((done, total)))
+    drift_ids = store.list_assemblies(flt="scenario:drift_supersession").column("assembly_id").to_pylist()
+    total = store.count_assemblies()
+    assert result.checked == total
+    assert sorted(d["assembly_id"] for d in result.drifted) == sorted(drift_ids)
+    assert result.faithful == total - len(drift_ids)
+    assert not result.errors and not result.ok
+    assert seen[0] == (0, total) and seen[-1] == (total, total)
+    assert [s[0] for s in seen] == list(range(total + 1))
+    for d in result.drifted:
+        assert d["assembler_version"] == "ref-1.0.0-bad" and d["policy_version"] == "v4"
+        counts = d["diff"].summary["counts"]
+        assert counts["newly_included"] == 1 and counts["newly_omitted"] == 1
+        changed = {c["change"]: c for c in d["diff"].changed}
+        # the replay drops the obsolete memory the bad build kept, and keeps its replacement
+        assert changed["newly_omitted"]["b"]["reason_code"] == "superseded"
+        assert changed["newly_included"]["a"]["reason_code"] == "superseded"
+    js = result.to_json()
+    assert js["checked"] == total and len(js["drifted"]) == len(drift_ids)
+
+
+def test_verify_with_a_filter_and_a_missing_policy(store: Store, tmp_path: Path) -> None:
+    only = service.verify(store, REG, flt="scenario:incident_calendar_freshness")
+    assert only.checked == 10 and only.faithful == 10 and only.ok
+    folder = tmp_path / "policies"
+    shutil.copytree(bundled_policies_dir(), folder)
+    (folder / "v6.toml").unlink()
+    partial = service.verify(store, PolicyRegistry(folder), flt="policy:v6")
+    assert partial.checked == 2 and partial.faithful == 0
+    assert [e["assembly_id"] for e in partial.errors] == ["asm-039", "asm-040"]
+    assert "unknown policy version 'v6'" in partial.errors[0]["error"]
+
+
+def test_recorded_assembly_matches_the_store(store: Store) -> None:
+    rec = service.recorded_assembly(store, "asm-020")
+    row = store.assembly("asm-020")
+    assert rec.selection_hash == row["selection_hash"] == selection_hash(rec.records)
+    assert rec.assembled_tokens == row["assembled_tokens"]
+    assert rec.assembler == "recorded/ref-1.0.0" and rec.policy_version == "v4"
+    assert {"assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
+            "policy_family", "reason_code", "detail", "tokens"} == set(rec.records[0])
+    assert rec.decisions and "export_id" not in rec.decisions[0]
+
+
+def test_replay_under_the_recorded_policy_reproduces_records_and_baseline(store: Store) -> None:
+    for row in store.assembly_requests().to_pylist():
+        out = service.replay(store, row["assembly_id"], row["policy_version"], REG)
+        assert out.baseline_tokens == row["baseline_tokens"], row["assembly_id"]
+        assert out.baseline_message_count == row["baseline_message_count"]
+        if "drift" not in row["tags"]:
+            rec = service.recorded_assembly(store, row["assembly_id"])
+            assert out.records == rec.records  # details too, not just the hash
+            assert out.decisions == rec.decisions
+
+
+@pytest.mark.parametrize("version", ["v4", "v6"])
+def test_incident_replayed_under_v4_or_v6_shows_a_stale_marker(store: Store, version: str) -> None:
+    mem = calendar_memory(store)
+    for aid in INCIDENT_V5:
+        assert store.assembly(aid)["policy_version"] == "v5"
+        recorded = service.recorded_assembly(store, aid).record(mem)
+        assert (recorded["rendering"], recorded["reason_code"]) == ("compact_memory", "compact_memory")
+        replayed = service.replay(store, aid, version, REG).record(mem)
+        assert (replayed["decision"], replayed["rendering"]) == ("included", "stale_marker")
+        assert "stale since 2026-10-27T" in replayed["detail"]
+        assert "revalidate with calendar.freebusy" in replayed["detail"]
+        d = service.diff(store, aid, version, registry=REG)
+        (change,) = [c for c in d.changes if c["record_id"] == mem]
+        assert change["change"] == "rendering_changed"
+        assert change["a"]["rendering"] == "compact_memory" and change["b"]["rendering"] == "stale_marker"
+        assert not d.safety
+
+
+def test_diff_against_another_version(store: Store) -> None:
+    mem = calendar_memory(store)
+    d = service.diff(store, "asm-035", "v6", against="v5", registry=REG)
+    assert (d.a_label, d.b_label) == ("replay v5", "replay v6")
+    (change,) = [c for c in d.changes if c["record_id"] == mem]
+    assert change["change"] == "rendering_changed"
+    same = service.diff(store, "asm-035", "v5", registry=REG)
+    assert same.summary["counts"]["unchanged"] == len(same.changes)
+    with pytest.raises(ContextlensError, match="unknown policy version 'v0'"):
+        service.diff(store, "asm-035", "v0", registry=REG)
+    with pytest.raises(ContextlensError, match="unknown assembly"):
+        service.replay(store, "asm-999", "v4", REG)
+
+
+def test_unblocking_privacy_shows_safety_findings(store: Store, tmp_path: Path) -> None:
+    folder = tmp_path / "policies"
+    shutil.copytree(bundled_policies_dir(), folder)
+    (folder / "v7.toml").write_text(
+        'version = "v7"\nextends = "v6"\ndescription = "unsafe: send everything"\n\n'
+        '[privacy]\nraw_blocked_classes = []\n\n[privacy.providers.openai]\nblocked_classes = []\n'
+        '\n[budget]\ntoken_budget = 100000\n')
+    reg = PolicyRegistry(folder)
+    claude_id, gpt_id = store.list_assemblies(flt="scenario:google_derived_privacy").column("assembly_id").to_pylist()
+    gd = service.diff(store, gpt_id, "v7", registry=reg)
+    assert gd.safety and {f["a_reason"] for f in gd.safety} == {"provider_restricted"}
+    assert all(f["b_rendering"] == "compact_memory" for f in gd.safety)
+    assert gd.changes[0]["safety"] and gd.changes[0]["change"] == "newly_included"
+    assert [c["record_id"] for c in gd.changes[: len(gd.safety)]] == [f["record_id"] for f in gd.safety]
+    # for Claude the raw PRD stays out: unblocked, it is still replaced by its summary
+    cd = service.diff(store, claude_id, "v7", registry=reg)
+    raw = [c for c in cd.changes if c["a"] and c["a"]["reason_code"] == "privacy_restricted"]
+    assert raw and all(c["b"]["reason_code"] == "raw_replaced_by_memory" for c in raw)
+    assert all(c["change"] == "reason_changed" for c in raw) and not cd.safety
+    js = gd.to_json()
+    assert js["summary"]["safety"] == len(js["safety"]) and js["a_label"] == "recorded v4"
+
+
+def test_token_report_per_scenario(store: Store) -> None:
+    rows = service.token_report(store)
+    by = {r["scenario"]: r for r in rows}
+    assert rows[-1]["scenario"] == "(all)"
+    assert by["(all)"]["assemblies"] == store.count_assemblies()
+    assert by["incident_calendar_freshness"]["assemblies"] == 10
+    for r in rows:
+        assert r["baseline_tokens"] > r["assembled_tokens"] > 0
+        assert 0 < r["reduction"] < 1
+        assert r["reduction"] == round(1 - r["assembled_tokens"] / r["baseline_tokens"], 4)
+    assert sum(r["baseline_tokens"] for r in rows[:-1]) == by["(all)"]["baseline_tokens"]
