@@ -294,7 +294,12 @@ def ingest(
     report("reading manifest", 0, 1)
     layout = read_layout(export_dir)
     export_id = layout.manifest.export_id
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ContextlensError(
+            f"cannot write the store {db_path}: {err.strerror or err}"
+        ) from None
 
     with _StoreLock(db_path):
         if db_path.exists():

@@ -443,13 +443,8 @@ def test_record_privacy_and_model_run_links(store: Store) -> None:
 
 
 def test_unwritable_store_folder(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root can write anywhere")
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o500)
-    try:
-        with pytest.raises(ContextlensError, match="cannot write the store"):
-            ingest(make_export(tmp_path / "exp"), folder / "s.duckdb")
-    finally:
-        folder.chmod(0o700)
+    # A store path under a regular file cannot be written, even by root.
+    not_a_folder = tmp_path / "plain-file"
+    not_a_folder.write_text("x")
+    with pytest.raises(ContextlensError, match="cannot write the store"):
+        ingest(make_export(tmp_path / "exp"), not_a_folder / "s.duckdb")
