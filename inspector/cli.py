@@ -303,6 +303,214 @@ def why(assembly_id: str, record_id: str, db: str | None, reveal: bool, as_json:
         click.echo(f"{indent}{mark}{_vis(link['kind'])} {_vis(link['id'])}  {_vis(link.get('label'))}")
 
 
+policies_option = click.option(
+    "--policies",
+    "policies_dir",
+    metavar="DIR",
+    help="A folder of policy TOML files (default: the bundled sample_data/policies).",
+)
+
+
+def _registry(policies_dir: str | None):
+    from replay.policy import load_registry
+
+    return load_registry(policies_dir)
+
+
+@cli.command()
+@policies_option
+@json_option
+def policies(policies_dir: str | None, as_json: bool) -> None:
+    """List policy versions, their descriptions and what each changes from its parent."""
+    registry = _registry(policies_dir)
+    out = []
+    for version in registry.versions():
+        policy = registry.get(version)
+        out.append(
+            {
+                "version": version,
+                "extends": policy.extends,
+                "description": policy.description,
+                "changes": [
+                    {"key": c.key, "parent": c.parent, "value": c.value}
+                    for c in registry.changes(version)
+                ],
+            }
+        )
+    if as_json:
+        emit_json(out)
+        return
+    for p in out:
+        parent = f" (extends {p['extends']})" if p["extends"] else ""
+        click.echo(f"{_vis(p['version'])}{parent}: {_vis(p['description'])}")
+        for c in p["changes"]:
+            was, now = (json.dumps(v, default=_json_default) for v in (c["parent"], c["value"]))
+            click.echo(f"    {_vis(c['key'])}: {_vis(was)} -> {_vis(now)}")
+
+
+def _assembly_json(assembly: Any) -> dict[str, Any]:
+    records = assembly.records
+    included = sorted(
+        (r for r in records if r["decision"] == "included"), key=lambda r: r["position"]
+    )
+    omitted = [r for r in records if r["decision"] == "omitted"]
+    return {
+        "assembly_id": assembly.assembly_id,
+        "policy_version": assembly.policy_version,
+        "assembler": assembly.assembler,
+        "selection_hash": assembly.selection_hash,
+        "assembled_tokens": assembly.assembled_tokens,
+        "baseline_tokens": assembly.baseline_tokens,
+        "included": [{k: r.get(k) for k in RECORD_FIELDS_INCLUDED} for r in included],
+        "omitted": [{k: r.get(k) for k in RECORD_FIELDS_OMITTED} for r in omitted],
+    }
+
+
+@cli.command()
+@click.argument("assembly_id")
+@click.option("--policy", "policy_version", required=True, metavar="V", help="Policy version to replay under.")
+@db_option
+@policies_option
+@json_option
+def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: str | None, as_json: bool) -> None:
+    """Re-run the assembly of ASSEMBLY_ID under policy V (no model call)."""
+    from replay import service
+
+    registry = _registry(policies_dir)
+    with _open_store(db) as store:
+        result = service.replay(store, assembly_id, policy_version, registry)
+    out = _assembly_json(result)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(
+        f"replay of {_vis(assembly_id)} under {_vis(policy_version)}: {out['assembled_tokens']} tokens "
+        f"(history replay {out['baseline_tokens']}), selection {out['selection_hash'][:16]}…"
+    )
+    click.echo(f"\nincluded ({len(out['included'])}), in prompt order:")
+    print_table(out["included"], RECORD_FIELDS_INCLUDED)
+    click.echo(f"\nomitted ({len(out['omitted'])}):")
+    print_table(out["omitted"], RECORD_FIELDS_OMITTED)
+
+
+def _print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
+    summary = d["summary"]
+    click.echo(f"{_vis(d['a_label'])} -> {_vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
+    counts = summary["counts"]
+    click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+    if d["safety"]:
+        click.echo(f"\nSAFETY: {len(d['safety'])} record(s) newly exposed that A withheld:")
+        for f in d["safety"]:
+            click.echo(f"  {_vis(f['record_kind'])} {_vis(f['record_id'])}: withheld for {_vis(f['a_reason'])}, now {_vis(f['b_rendering'])} ({_vis(f['b_reason'])})")
+    rows = []
+    for c in d["changes"]:
+        if changes_only and c["change"] == "unchanged":
+            continue
+        a, b = c.get("a") or {}, c.get("b") or {}
+        rows.append(
+            {
+                "change": c["change"],
+                "record_kind": c["record_kind"],
+                "record_id": c["record_id"],
+                "a": f"{a.get('decision', '-')}/{a.get('rendering') or a.get('reason_code') or '-'}",
+                "b": f"{b.get('decision', '-')}/{b.get('rendering') or b.get('reason_code') or '-'}",
+                "b_reason": b.get("reason_code"),
+            }
+        )
+    if rows:
+        click.echo("")
+        print_table(rows, ["change", "record_kind", "record_id", "a", "b", "b_reason"])
+
+
+@cli.command()
+@click.argument("assembly_id")
+@click.option("--policy", "policy_version", required=True, metavar="V", help="Policy version for side B.")
+@click.option("--against", default="recorded", show_default=True, metavar="recorded|V2", help="Side A: the recorded assembly, or a replay under V2.")
+@db_option
+@policies_option
+@json_option
+def diff(assembly_id: str, policy_version: str, against: str, db: str | None, policies_dir: str | None, as_json: bool) -> None:
+    """What changes for ASSEMBLY_ID under policy V, against the recording or another version."""
+    from replay import service
+
+    registry = _registry(policies_dir)
+    with _open_store(db) as store:
+        result = service.diff(store, assembly_id, policy_version, against=against, registry=registry)
+    out = result.to_json()
+    if as_json:
+        emit_json(out)
+        return
+    _print_diff(out)
+
+
+@cli.command()
+@db_option
+@policies_option
+@click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
+@json_option
+def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as_json: bool) -> None:
+    """Replay every recorded assembly under its own policy version: faithful or drifted.
+
+    Exits 0 when all are faithful, 1 when any drifted.
+    """
+    from ingest.filters import parse_filter
+    from replay import service
+
+    registry = _registry(policies_dir)
+    flt = parse_filter(filter_expr) if filter_expr else None
+    progress = None if as_json else _progress_printer()
+    with _open_store(db) as store:
+        result = service.verify(
+            store,
+            registry,
+            progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
+            flt=flt,
+        )
+    out = {
+        "checked": result.checked,
+        "faithful": result.faithful,
+        "drifted": [
+            {
+                "assembly_id": d["assembly_id"],
+                "assembler_version": d.get("assembler_version"),
+                "policy_version": d.get("policy_version"),
+                "diff": d["diff"].to_json(),
+            }
+            for d in result.drifted
+        ],
+    }
+    if as_json:
+        emit_json(out)
+    else:
+        click.echo(f"checked {out['checked']}: {out['faithful']} faithful, {len(out['drifted'])} drifted")
+        for d in out["drifted"]:
+            click.echo(f"\nDRIFT {_vis(d['assembly_id'])} (assembler {_vis(d['assembler_version'])}, policy {_vis(d['policy_version'])})")
+            _print_diff(d["diff"])
+    if out["drifted"]:
+        sys.exit(1)
+
+
+@cli.group()
+def report() -> None:
+    """Reports over the whole store."""
+
+
+@report.command("tokens")
+@db_option
+@json_option
+def report_tokens(db: str | None, as_json: bool) -> None:
+    """Per scenario: history-replay (baseline) tokens, assembled tokens and the reduction."""
+    from replay import service
+
+    with _open_store(db) as store:
+        rows = service.token_report(store)
+    if as_json:
+        emit_json(rows)
+        return
+    shown = [dict(r, reduction=f"{100 * r['reduction']:.1f}%") for r in rows]
+    print_table(shown, ["scenario", "assemblies", "baseline_tokens", "assembled_tokens", "reduction"])
+
+
 @cli.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Folder to write the export to.")
 @click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same bytes).")
