@@ -1,0 +1,468 @@
+"""Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``) -> export.
+
+One line per event. What is read:
+
+- ``assistant`` lines: one API response is split over several lines sharing ``requestId`` /
+  ``message.id``; they are merged into ONE model run (its model is its participant) and one
+  assistant message (text blocks); each ``tool_use`` block is a tool call. Calls of one
+  response share a ``parallel_group`` when there are two or more.
+- ``user`` lines: text -> a user message (``isMeta`` lines are marked ``meta``);
+  ``tool_result`` blocks -> one tool artifact each (``is_error`` -> failed); a call never
+  answered stays ``pending``.
+- ``system`` ``compact_boundary`` (``compactMetadata.preTokens``): the compaction event.
+  Every record before it is omitted from later requests with reason ``compacted``; the
+  ``isCompactSummary`` user line that follows is an ordinary, included message.
+- ``Task`` (or ``Agent``) tool calls start subagents whose transcripts are
+  ``<session>/subagents/agent-<agentId>.jsonl``; each of their requests is a child run
+  (runtime_kind ``subagent_child``, parent = the run that called Task), owned by a
+  participant of kind ``subagent``. ``agent-acompact-*.jsonl`` is the compaction summariser.
+  Sidechain lines kept inside the main file (older versions) are handled the same way.
+- ``progress``, ``file-history-snapshot``, ``queue-operation`` and other lines are ignored;
+  a malformed line is a warning naming file and line, and is skipped.
+
+Each request's recorded assembly holds everything before it in its own transcript (a
+subagent's records are not candidates of the parent; the Task result is), included verbatim
+in order, except what a compaction dropped. ``assembled_tokens`` is the recorded
+``usage.input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .common import EPOCH, AdaptResult, Builder, Rec, as_text, blocks_text, iter_jsonl, parse_ts
+from .tokens import TokenEstimator
+
+FORMAT = "claude-code"
+TASK_TOOLS = ("Task", "Agent")
+
+
+def recorded_input(usage: Any) -> int | None:
+    if not isinstance(usage, dict):
+        return None
+    total = 0
+    found = False
+    for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        v = usage.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            total += int(v)
+            found = True
+    return total if found else None
+
+
+@dataclass
+class _Request:
+    run_id: str
+    message: Rec
+    row: dict[str, Any]
+    calls: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Task:
+    tool_call_id: str
+    run_id: str
+    prompt: str
+    subagent_type: str
+    agent_id: str | None = None
+    matched: bool = False
+
+
+class _Ctx:
+    """State shared by the streams of one session."""
+
+    def __init__(self, b: Builder, cid: str) -> None:
+        self.b = b
+        self.cid = cid
+        self.tool_ids: dict[str, str] = {}  # tool_use id -> tool_call_id
+        self.tasks: list[_Task] = []
+        self.task_by_call: dict[str, _Task] = {}
+        self.seen_uuids: set[str] = set()
+        # main-stream compactions, in order: (run before the boundary, boundary time)
+        self.compactions: list[tuple[str | None, dt.datetime]] = []
+
+
+class _Stream:
+    """One transcript (the main session, or one subagent) read line by line."""
+
+    def __init__(
+        self,
+        ctx: _Ctx,
+        file_name: str,
+        runtime_kind: str = "chat",
+        parent_run: str | None = None,
+        agent_id: str | None = None,
+        agent_label: str | None = None,
+        extra_tags: tuple[str, ...] = (),
+    ) -> None:
+        self.ctx = ctx
+        self.b = ctx.b
+        self.file_name = file_name
+        self.runtime_kind = runtime_kind
+        self.parent_run = parent_run
+        self.agent_id = agent_id
+        self.agent_label = agent_label
+        self.extra_tags = extra_tags
+        self.records: list[Rec] = []
+        self.boundaries: list[tuple[int, str]] = []  # (records before it, detail)
+        self.requests: dict[str, _Request] = {}
+        self.last_user: str | None = None
+        self.last_run: str | None = None
+        self.last_ts: dt.datetime = EPOCH
+        self.first_ts: dt.datetime | None = None
+
+    # -- helpers
+    def _ts(self, line: dict[str, Any]) -> dt.datetime:
+        t = parse_ts(line.get("timestamp"))
+        if t is None:
+            t = self.last_ts + dt.timedelta(milliseconds=1)
+        self.last_ts = max(self.last_ts, t)
+        if self.first_ts is None:
+            self.first_ts = t
+        return t
+
+    def _participant(self, model: str) -> str:
+        if self.agent_id is None:
+            return self.b.participant(
+                self.ctx.cid, f"model:{model}", model, "model", "anthropic", model
+            )
+        return self.b.participant(
+            self.ctx.cid,
+            f"subagent:{self.agent_id}",
+            self.agent_label or f"subagent {self.agent_id}",
+            "subagent",
+            "anthropic",
+            model,
+        )
+
+    # -- lines
+    def feed(self, n: int, line: Any) -> None:
+        if not isinstance(line, dict):
+            self.b.warn(f"{self.file_name} line {n}: not a JSON object, skipped")
+            return
+        uuid = line.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in self.ctx.seen_uuids:
+                return  # a resumed session repeats earlier lines
+            self.ctx.seen_uuids.add(uuid)
+        kind = line.get("type")
+        try:
+            if kind == "assistant":
+                self._assistant(n, line)
+            elif kind == "user":
+                self._user(n, line)
+            elif kind == "system" and line.get("subtype") == "compact_boundary":
+                self._compact(n, line)
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            self.b.warn(f"{self.file_name} line {n}: unexpected {kind} line skipped ({err})")
+
+    def _assistant(self, n: int, line: dict[str, Any]) -> None:
+        msg = line.get("message")
+        if not isinstance(msg, dict):
+            self.b.warn(f"{self.file_name} line {n}: assistant line without message, skipped")
+            return
+        ts = self._ts(line)
+        model = str(msg.get("model") or "unknown")
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": as_text(content)}]
+        if model == "<synthetic>" or line.get("isApiErrorMessage"):
+            # written by the client (API error, interruption), not by a model request
+            text = blocks_text(blocks)
+            self.b.message(self.ctx.cid, "assistant", text, ts, speaker_label="synthetic")
+            return
+        key = line.get("requestId") or msg.get("id") or line.get("uuid") or f"line{n}"
+        req = self.requests.get(key)
+        if req is None:
+            rid = self.b.run(
+                self.ctx.cid,
+                self._participant(model),
+                "anthropic",
+                model,
+                ts,
+                ended_at=ts,
+                trigger_message_id=self.last_user,
+                runtime_kind=self.runtime_kind,
+                parent_model_run_id=self.parent_run,
+                subagent_batch_id=f"{self.parent_run}:subagents" if self.parent_run else None,
+            )
+            self._assemble(rid, recorded_input(msg.get("usage")))
+            rec = self.b.message(
+                self.ctx.cid,
+                "assistant",
+                "",
+                ts,
+                participant_id=self.b.run_row(rid)["participant_id"],
+                model_run_id=rid,
+                speaker_label=model,
+                parent_message_id=self.last_user,
+            )
+            row = self.b.rows["messages"][-1]
+            req = _Request(rid, rec, row)
+            self.requests[key] = req
+            self.records.append(rec)
+            self.last_run = rid
+        run = self.b.run_row(req.run_id)
+        run["ended_at"] = max(ts, run["started_at"])
+        if msg.get("stop_reason") == "error":
+            run["status"] = "failed"
+        for blk in blocks:
+            if not isinstance(blk, dict):
+                continue
+            t = blk.get("type")
+            if t == "text" and isinstance(blk.get("text"), str):
+                req.text.append(blk["text"])
+            elif t == "tool_use":
+                use_id = blk.get("id")
+                if isinstance(use_id, str) and use_id in self.ctx.tool_ids:
+                    continue
+                name = str(blk.get("name") or "unknown")
+                rec = self.b.tool_call(req.run_id, name, blk.get("input"), ts)
+                req.calls.append(rec.id)
+                self.records.append(rec)
+                if isinstance(use_id, str):
+                    self.ctx.tool_ids[use_id] = rec.id
+                if name in TASK_TOOLS:
+                    inp = blk.get("input") if isinstance(blk.get("input"), dict) else {}
+                    task = _Task(
+                        rec.id,
+                        req.run_id,
+                        as_text(inp.get("prompt")),
+                        str(inp.get("subagent_type") or inp.get("description") or "agent"),
+                    )
+                    self.ctx.tasks.append(task)
+                    self.ctx.task_by_call[rec.id] = task
+        text = "\n".join(x for x in req.text if x.strip()).strip("\n")
+        req.row["content"] = text
+        req.row["content_tokens"] = req.message.tokens = self.b.count(text)
+
+    def _user(self, n: int, line: dict[str, Any]) -> None:
+        msg = line.get("message")
+        if not isinstance(msg, dict):
+            self.b.warn(f"{self.file_name} line {n}: user line without message, skipped")
+            return
+        ts = self._ts(line)
+        content = msg.get("content")
+        texts: list[str] = []
+        results: list[dict[str, Any]] = []
+        if isinstance(content, list):
+            for blk in content:
+                if isinstance(blk, dict) and blk.get("type") == "tool_result":
+                    results.append(blk)
+                else:
+                    t = blocks_text([blk])
+                    if t:
+                        texts.append(t)
+        else:
+            texts.append(as_text(content))
+        tur = line.get("toolUseResult")
+        for blk in results:
+            use_id = blk.get("tool_use_id")
+            tid = self.ctx.tool_ids.get(use_id) if isinstance(use_id, str) else None
+            if tid is None:
+                self.b.warn(
+                    f"{self.file_name} line {n}: tool_result for unknown tool_use {use_id!r}, skipped"
+                )
+                continue
+            if self.b.call_row(tid)["status"] != "pending":
+                continue  # a second answer to the same call
+            body = blocks_text(blk.get("content"))
+            rec = self.b.tool_result(tid, body, bool(blk.get("is_error")), ts)
+            self.records.append(rec)
+            task = self.ctx.task_by_call.get(tid)
+            if task is not None and isinstance(tur, dict) and tur.get("agentId"):
+                task.agent_id = str(tur["agentId"])
+        text = "\n".join(texts).strip("\n")
+        if text or not results:
+            compact = bool(line.get("isCompactSummary"))
+            label = "compact summary" if compact else ("meta" if line.get("isMeta") else None)
+            rec = self.b.message(
+                self.ctx.cid,
+                "user",
+                text,
+                ts,
+                participant_id=self.b.user_of[self.ctx.cid],
+                speaker_label=label,
+            )
+            self.records.append(rec)
+            if not line.get("isMeta"):
+                self.last_user = rec.id
+
+    def _compact(self, n: int, line: dict[str, Any]) -> None:
+        ts = self._ts(line)
+        meta = line.get("compactMetadata") if isinstance(line.get("compactMetadata"), dict) else {}
+        trigger = meta.get("trigger", "unknown")
+        pre = meta.get("preTokens")
+        k = len(self.boundaries) + 1
+        detail = (
+            f"dropped by compaction #{k} at {ts.isoformat()} "
+            f"(trigger {trigger}, preTokens {pre if pre is not None else 'unknown'})"
+        )
+        rec = self.b.message(
+            self.ctx.cid,
+            "system",
+            f"[compaction #{k}: conversation compacted, trigger {trigger}, preTokens {pre}]",
+            ts,
+            speaker_label="compact_boundary",
+        )
+        self.records.append(rec)
+        self.boundaries.append((len(self.records), detail))
+        self.b.bump("compactions")
+        if self.agent_id is None:
+            self.ctx.compactions.append((self.last_run, ts))
+
+    def _assemble(self, run_id: str, recorded: int | None) -> None:
+        cut = self.boundaries[-1][0] if self.boundaries else 0
+        omitted = []
+        bi = 0
+        for i, r in enumerate(self.records[:cut]):
+            while self.boundaries[bi][0] <= i:
+                bi += 1
+            omitted.append((r, "compacted", "window", self.boundaries[bi][1]))
+        tags = list(self.extra_tags)
+        if self.boundaries:
+            tags.append(f"after_compaction:{len(self.boundaries)}")
+        self.b.assembly(run_id, self.records[cut:], omitted, recorded, extra_tags=tags)
+
+    def finish(self) -> None:
+        for req in self.requests.values():
+            if len(req.calls) >= 2:
+                group = f"{req.run_id}:parallel"
+                for tid in req.calls:
+                    self.b.call_row(tid)["parallel_group"] = group
+                self.b.bump("parallel_groups")
+
+
+def _subagent_files(path: Path) -> list[Path]:
+    folder = path.parent / path.stem / "subagents"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("agent-*.jsonl") if p.is_file())
+
+
+def _first_prompt(lines: list[tuple[int, Any]]) -> str:
+    for _, d in lines:
+        if isinstance(d, dict) and d.get("type") == "user" and isinstance(d.get("message"), dict):
+            return blocks_text(d["message"].get("content")).strip()
+    return ""
+
+
+def adapt_claude_code(
+    path: Path, out_dir: Path, estimator: TokenEstimator | None = None
+) -> AdaptResult:
+    data = path.read_bytes()
+    b = Builder(FORMAT, path, data, estimator)
+    lines = list(iter_jsonl(path, data, b))
+    title = ""
+    first_ts: dt.datetime | None = None
+    for _, d in lines:
+        if not isinstance(d, dict):
+            continue
+        if first_ts is None:
+            first_ts = parse_ts(d.get("timestamp"))
+        if d.get("type") == "summary" and isinstance(d.get("summary"), str) and not title:
+            title = d["summary"]
+    if not title:
+        for _, d in lines:
+            if (
+                isinstance(d, dict)
+                and d.get("type") == "user"
+                and not d.get("isMeta")
+                and isinstance(d.get("message"), dict)
+                and isinstance(d["message"].get("content"), str)
+                and not d["message"]["content"].lstrip().startswith("<")
+            ):
+                title = d["message"]["content"]
+                break
+    cid = b.conversation(title or path.stem, first_ts or EPOCH)
+    ctx = _Ctx(b, cid)
+
+    main = _Stream(ctx, path.name)
+    side: dict[str, list[tuple[int, Any]]] = {}
+    for n, d in lines:
+        if isinstance(d, dict) and d.get("isSidechain") and d.get("type") in ("user", "assistant"):
+            side.setdefault(str(d.get("agentId") or "sidechain"), []).append((n, d))
+        else:
+            main.feed(n, d)
+    main.finish()
+
+    # subagents: their own files first, then sidechains kept in the main file
+    sources: list[tuple[str, str, list[tuple[int, Any]]]] = []
+    for f in _subagent_files(path):
+        try:
+            raw = f.read_bytes()
+        except OSError as err:
+            b.warn(f"{f.name}: unreadable ({err})")
+            continue
+        sub_lines = list(iter_jsonl(f, raw, b))
+        agent = f.stem[len("agent-"):]
+        for _, d in sub_lines:
+            if isinstance(d, dict) and d.get("agentId"):
+                agent = str(d["agentId"])
+                break
+        sources.append((f"{path.stem}/subagents/{f.name}", agent, sub_lines))
+    for agent, sl in side.items():
+        sources.append((path.name, agent, sl))
+
+    compact_i = 0
+    for fname, agent, sl in sources:
+        task = next((t for t in ctx.tasks if t.agent_id == agent and not t.matched), None)
+        if task is None:
+            prompt = _first_prompt(sl)
+            task = next(
+                (t for t in ctx.tasks if not t.matched and t.prompt.strip() and t.prompt.strip() == prompt),
+                None,
+            )
+        if task is None and agent == "sidechain":
+            task = next((t for t in ctx.tasks if not t.matched), None)
+        tags: tuple[str, ...] = (f"subagent:{agent}",)
+        if task is not None:
+            task.matched = True
+            parent = task.run_id
+            label = f"subagent {task.subagent_type} ({agent})"
+        elif agent.startswith("acompact"):
+            parent = None
+            if compact_i < len(ctx.compactions):
+                parent = ctx.compactions[compact_i][0]
+                compact_i += 1
+            label = f"compaction summariser ({agent})"
+            tags += ("compaction_summariser",)
+        else:
+            parent = None
+            label = f"subagent {agent}"
+            b.warn(f"{fname}: no Task call in {path.name} matches subagent {agent}; kept without parent")
+        stream = _Stream(ctx, fname, "subagent_child", parent, agent, label, tags)
+        for n, d in sl:
+            stream.feed(n, d)
+        stream.finish()
+        b.bump("subagents")
+    for t in ctx.tasks:
+        if not t.matched:
+            b.bump("subagents_without_transcript")
+    return b.write(out_dir)
+
+
+_SNIFF_TYPES = {"user", "assistant", "system", "progress", "summary", "file-history-snapshot"}
+_UUIDish = re.compile(r"^[0-9a-fA-F-]{8,}$")
+
+
+def sniff(objs: list[Any]) -> str | None:
+    """None if these parsed JSONL lines look like Claude Code, else why not."""
+    if not objs:
+        return "no JSON lines"
+    hits = 0
+    for d in objs:
+        if (
+            isinstance(d, dict)
+            and d.get("type") in _SNIFF_TYPES
+            and ("sessionId" in d or "uuid" in d or "leafUuid" in d)
+        ):
+            hits += 1
+    if hits == 0:
+        return 'no line has "type" user/assistant/system/progress with "sessionId" or "uuid"'
+    return None
