@@ -264,7 +264,7 @@ def _mask_labels(rows: list[dict[str, Any]], privacy: dict[tuple[str, str], str 
 @json_option
 def why(assembly_id: str, record_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
     """Why RECORD_ID was (or was not) in ASSEMBLY_ID's prompt, with its provenance."""
-    from replay.explain import explain
+    from replay.explain import explain, policy_key
     from replay.render import mask_value
 
     with _open_store(db) as store:
@@ -287,6 +287,7 @@ def why(assembly_id: str, record_id: str, db: str | None, reveal: bool, as_json:
         "detail": rec.get("detail"),
         "tokens": rec.get("tokens"),
         "explanation": sentence,
+        "policy_key": policy_key(assembly, rec, record),
         "decisions": decisions,
         "provenance": provenance,
     }

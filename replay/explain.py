@@ -65,6 +65,44 @@ OMITTED_PHRASES = {
 }
 
 
+# The policy key that decides each reason: where to look (or what to change) in the policy.
+POLICY_KEYS = {
+    "outside_window": "window.max_messages",
+    "in_window": "window.max_messages",
+    "sibling_branch": "branch.lineage_only",
+    "conversation_shared": "branch.shared_fill",
+    "participant_private": "ownership.participant_isolation",
+    "child_not_promoted": "ownership.child_promotion",
+    "promoted_child_output": "ownership.child_promotion",
+    "audit_only": "visibility.audit_only_excluded",
+    "privacy_restricted": "privacy.raw_blocked_classes",
+    "superseded": "contradiction.supersession",
+    "conflict_both_sides": "contradiction.show_both_sides",
+    "broken_provenance": "freshness.broken_provenance",
+    "over_budget": "budget.token_budget",
+    "byte_budget_exceeded": "rehydration.byte_budget",
+    "rehydrated_exact": "rehydration.trigger",
+    "raw_replaced_by_memory": "rehydration.trigger",
+    "retention_removed": "retention.removed_classes",
+    "recovery_protected": "recovery.protected_states",
+}
+
+
+def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, Any] | None) -> str | None:
+    """The dotted policy key that decided ``rec``'s outcome, where one key does."""
+    reason = rec.get("reason_code") or ""
+    record = record or {}
+    if reason in ("stale", "stale_marker", "compact_memory") and record.get("freshness_class"):
+        if reason == "stale_marker" and "broken provenance" in (rec.get("detail") or ""):
+            return "freshness.broken_provenance"
+        return f"freshness.{record['freshness_class']}"
+    if reason == "provider_restricted":
+        return f"privacy.providers.{assembly.get('provider')}.blocked_classes"
+    if reason == "redundant" and rec.get("policy_family") == "contradiction":
+        return "contradiction.show_both_sides"
+    return POLICY_KEYS.get(reason)
+
+
 def _ts(value: Any) -> str:
     if value is None:
         return "an unknown time"
@@ -171,7 +209,11 @@ def explain(
         )
         if kind == "tool_memory" and rec.get("rendering") == "compact_memory":
             sentence += "; raw not rehydrated because the memory sufficed"
-        return sentence + "."
+        detail = (rec.get("detail") or "").strip()
+        if detail and reason in ("compact_memory", "stale_marker", "recovery_protected", "rehydrated_exact"):
+            sentence += f" ({detail})"
+        key = policy_key(assembly, rec, record)
+        return sentence + "." + (f" Decided by policy key {key}." if key else "")
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
     sentence = (
         f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)},"
@@ -181,4 +223,7 @@ def explain(
     if not after and decisions:
         last = decisions[-1]
         after = (last.get("detail") or "").strip()
+    key = policy_key(assembly, rec, record)
+    if key:
+        after = f"{after} Decided by policy key {key}.".strip()
     return f"{sentence} {after}".strip()
