@@ -1,0 +1,227 @@
+"""OpenAI chat messages -> export.
+
+Accepted shapes (JSON, or JSON lines with one of these per line):
+
+- a list of messages ``[{"role": ..., "content": ...}, ...]`` (one conversation);
+- an object holding them: ``{"messages": [...]}`` (also ``history``, as in SWE-agent
+  ``.traj`` files, or ``traj``), optionally with ``model`` and ``tools``;
+- a list of such objects, one conversation each (tau-bench: ``{task_id, reward, info,
+  traj, trial}``); in JSON lines, either one message per line or one conversation per line.
+
+Each ``assistant`` message is one model request whose context is every message before it
+in its conversation (all included, verbatim, in order). ``tool_calls`` become tool calls
+(``function.name`` / ``function.arguments``; legacy ``function_call`` too), answered by
+``tool`` messages with the same ``tool_call_id`` (legacy ``function`` messages by name),
+each answer becoming a tool artifact. A call never answered stays ``pending``; an answer
+whose content starts with ``Error`` (or carries ``is_error: true``) marks the call failed,
+since the format has no error flag. ``system`` / ``developer`` messages are records of role
+system. Token counts are estimated, unless an assistant message carries
+``usage.prompt_tokens``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import EPOCH, AdaptResult, Builder, Rec, as_text, blocks_text, iter_jsonl, parse_ts
+from .tokens import TokenEstimator
+
+FORMAT = "openai-chat"
+HOLDERS = ("messages", "traj", "history", "conversation")
+ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+
+
+def _is_message(d: Any) -> bool:
+    return isinstance(d, dict) and d.get("role") in ROLES
+
+
+def _messages_of(d: Any) -> list[Any] | None:
+    if isinstance(d, dict):
+        for k in HOLDERS:
+            v = d.get(k)
+            if isinstance(v, list) and any(_is_message(m) for m in v):
+                return v
+    return None
+
+
+def _conversations(values: Any) -> list[tuple[Any, list[Any], str]]:
+    """(holder object or None, messages, where) per conversation found."""
+    if isinstance(values, dict):
+        msgs = _messages_of(values)
+        return [(values, msgs, "document")] if msgs is not None else []
+    if not isinstance(values, list):
+        return []
+    if values and sum(_is_message(v) for v in values) >= max(1, len(values) // 2):
+        return [(None, values, "document")]
+    out = []
+    for i, v in enumerate(values):
+        msgs = _messages_of(v)
+        if msgs is not None:
+            out.append((v, msgs, f"entry {i}"))
+    return out
+
+
+def sniff(values: Any) -> str | None:
+    if _conversations(values):
+        return None
+    return (
+        'no list of messages with "role", no object with "messages"/"traj"/"history", '
+        "and no list of such objects"
+    )
+
+
+def _model_of(holder: Any) -> str | None:
+    if not isinstance(holder, dict):
+        return None
+    for src in (holder, holder.get("info"), holder.get("config"), holder.get("metadata")):
+        if isinstance(src, dict):
+            for k in ("model", "model_name", "model_id"):
+                if isinstance(src.get(k), str) and src[k]:
+                    return src[k]
+    return None
+
+
+def _title(holder: Any, msgs: list[Any], fallback: str) -> str:
+    if isinstance(holder, dict):
+        for k in ("title", "task_id", "instance_id", "id"):
+            if holder.get(k) is not None and k != "id":
+                if k == "title":
+                    return as_text(holder[k])
+                first = next(
+                    (blocks_text(m.get("content")) for m in msgs if _is_message(m) and m.get("role") == "user"),
+                    "",
+                )
+                return f"{k} {as_text(holder[k])}: {first}"
+    for m in msgs:
+        if _is_message(m) and m.get("role") == "user":
+            return blocks_text(m.get("content"))
+    return fallback
+
+
+def _is_error(msg: dict[str, Any], text: str) -> bool:
+    if msg.get("is_error") is True or msg.get("error"):
+        return True
+    return text.lstrip().lower().startswith("error")
+
+
+def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
+    data = path.read_bytes()
+    b = Builder(FORMAT, path, data, estimator)
+    try:
+        values: Any = json.loads(data)
+        line_of = None
+    except (ValueError, UnicodeDecodeError):
+        parsed = list(iter_jsonl(path, data, b))
+        values = [v for _, v in parsed]
+        line_of = [n for n, _ in parsed]
+    convs = _conversations(values)
+    if line_of is not None and convs and convs[0][2] != "document":
+        convs = [(h, m, f"line {line_of[int(w.split()[1])]}") for h, m, w in convs]
+    clock = [EPOCH]
+    for holder, msgs, where in convs:
+        _conversation(b, path, holder, msgs, where, clock)
+    return b.write(out_dir)
+
+
+def _conversation(
+    b: Builder, path: Path, holder: Any, msgs: list[Any], where: str, clock: list[dt.datetime]
+) -> None:
+    model = _model_of(holder) or "unknown"
+    start = parse_ts(holder.get("created_at") or holder.get("timestamp")) if isinstance(holder, dict) else None
+
+    def ts(m: Any) -> dt.datetime:
+        t = None
+        if isinstance(m, dict):
+            t = parse_ts(m.get("timestamp") or m.get("created_at") or m.get("created"))
+        if t is None:
+            t = clock[0] + dt.timedelta(seconds=1)
+        clock[0] = max(clock[0], t)
+        return t
+
+    cid = b.conversation(_title(holder, msgs, path.stem), start or ts(None))
+    user = b.user_of[cid]
+    tools_json = holder.get("tools") if isinstance(holder, dict) else None
+    overhead = b.count(json.dumps(tools_json)) if tools_json else 0
+    records: list[Rec] = []
+    calls: dict[str, str] = {}  # tool_call_id -> our tool_call id
+    by_name: dict[str, list[str]] = {}  # legacy function_call: name -> pending calls
+    last_user: str | None = None
+    for i, m in enumerate(msgs):
+        label = f"{path.name} {where} message {i}"
+        if not _is_message(m):
+            b.warn(f"{label}: not a chat message (no known role), skipped")
+            continue
+        role = m["role"]
+        t = ts(m)
+        text = blocks_text(m.get("content"))
+        if role in ("system", "developer"):
+            records.append(b.message(cid, "system", text, t, speaker_label=role))
+        elif role == "user":
+            rec = b.message(cid, "user", text, t, participant_id=user)
+            records.append(rec)
+            last_user = rec.id
+        elif role == "assistant":
+            mdl = m.get("model") if isinstance(m.get("model"), str) else model
+            pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
+            rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
+            usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+            recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
+            recorded = int(recorded) if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) else None
+            b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead)
+            records.append(
+                b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,
+                          speaker_label=mdl, parent_message_id=last_user)
+            )
+            tcs = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+            fc = m.get("function_call")
+            if isinstance(fc, dict):
+                tcs = tcs + [{"id": None, "function": fc}]
+            made = []
+            for tc in tcs:
+                if not isinstance(tc, dict):
+                    b.warn(f"{label}: tool call is not an object, skipped")
+                    continue
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                name = str(fn.get("name") or tc.get("name") or "unknown")
+                args = fn.get("arguments", tc.get("arguments", {}))
+                if isinstance(args, str):
+                    try:
+                        json.loads(args)
+                    except ValueError:
+                        b.warn(f"{label}: arguments of {name} are not valid JSON; kept as a string")
+                rec = b.tool_call(rid, name, args, t)
+                records.append(rec)
+                made.append(rec.id)
+                if isinstance(tc.get("id"), str):
+                    calls[tc["id"]] = rec.id
+                by_name.setdefault(name, []).append(rec.id)
+            if len(made) >= 2:
+                for tid in made:
+                    b.call_row(tid)["parallel_group"] = f"{rid}:parallel"
+                b.bump("parallel_groups")
+        else:  # tool / function
+            ids = m.get("tool_call_ids") if isinstance(m.get("tool_call_ids"), list) else []
+            key = m.get("tool_call_id")
+            if isinstance(key, str):
+                ids = [key, *ids]
+            tid = next(
+                (calls[k] for k in ids if isinstance(k, str) and k in calls
+                 and b.call_row(calls[k])["status"] == "pending"),
+                None,
+            )
+            if tid is None and not ids:
+                # legacy "function" messages or tool messages without ids: by name, else
+                # the oldest call still unanswered (answers follow their calls in order)
+                pend = [x for x in by_name.get(str(m.get("name")), []) if b.call_row(x)["status"] == "pending"]
+                if not pend:
+                    pend = [x for x in calls.values() if b.call_row(x)["status"] == "pending"]
+                    pend += [x for xs in by_name.values() for x in xs if b.call_row(x)["status"] == "pending"]
+                tid = pend[0] if pend else None
+            if tid is None or b.call_row(tid)["status"] != "pending":
+                b.warn(f"{label}: tool message answers no pending tool call ({ids or None!r}); kept as a tool message")
+                records.append(b.message(cid, "tool", text, t, speaker_label=str(m.get("name") or "tool")))
+                continue
+            records.append(b.tool_result(tid, text, _is_error(m, text), t))
