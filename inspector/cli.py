@@ -452,7 +452,7 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None, po
 def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as_json: bool) -> None:
     """Replay every recorded assembly under its own policy version: faithful or drifted.
 
-    Exits 0 when all are faithful, 1 when any drifted.
+    Exits 0 when all are faithful, 1 when any drifted or could not be replayed.
     """
     from ingest.filters import parse_filter
     from replay import service
@@ -467,27 +467,17 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
             progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
             flt=flt,
         )
-    out = {
-        "checked": result.checked,
-        "faithful": result.faithful,
-        "drifted": [
-            {
-                "assembly_id": d["assembly_id"],
-                "assembler_version": d.get("assembler_version"),
-                "policy_version": d.get("policy_version"),
-                "diff": d["diff"].to_json(),
-            }
-            for d in result.drifted
-        ],
-    }
+    out = result.to_json()
     if as_json:
         emit_json(out)
     else:
         click.echo(f"checked {out['checked']}: {out['faithful']} faithful, {len(out['drifted'])} drifted")
+        for e in out["errors"]:
+            click.echo(f"could not replay {_vis(e['assembly_id'])}: {_vis(e['error'])}")
         for d in out["drifted"]:
             click.echo(f"\nDRIFT {_vis(d['assembly_id'])} (assembler {_vis(d['assembler_version'])}, policy {_vis(d['policy_version'])})")
             _print_diff(d["diff"])
-    if out["drifted"]:
+    if out["drifted"] or out["errors"]:
         sys.exit(1)
 
 
