@@ -84,6 +84,7 @@ __all__ = [
     "get_assembler",
     "selection_hash",
     "call_tokens",
+    "deciding_keys",
 ]
 
 ENTRY_POINT_GROUP = "contextlens.assemblers"
@@ -92,6 +93,42 @@ MARKER_TOKENS = 24  # a stale marker / revalidation hint is short whatever the m
 KIND_ORDER = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
               "tool_call": 4, "tool_artifact": 5}
 SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
+
+# The policy key(s) behind each reason code: what to change for another outcome (for "why").
+DECIDING_KEYS: dict[str, tuple[str, ...]] = {
+    "not_yet_created": (),
+    "retention_removed": ("retention.removed_classes",),
+    "sibling_branch": ("branch.lineage_only",),
+    "conversation_shared": ("branch.shared_fill",),
+    "audit_only": ("visibility.audit_only_excluded",),
+    "participant_private": ("ownership.participant_isolation",),
+    "privacy_restricted": ("privacy.raw_blocked_classes",),
+    "provider_restricted": ("privacy.providers.<provider>.blocked_classes",),
+    "superseded": ("contradiction.supersession",),
+    "redundant": ("contradiction.show_both_sides",),
+    "conflict_both_sides": ("contradiction.show_both_sides",),
+    "broken_provenance": ("freshness.broken_provenance",),
+    "stale": ("freshness.<class>", "freshness.stale_action"),
+    "stale_marker": ("freshness.<class>", "freshness.stale_action", "freshness.broken_provenance"),
+    "compact_memory": ("freshness.<class>",),
+    "promoted_child_output": ("ownership.child_promotion",),
+    "child_not_promoted": ("ownership.child_promotion",),
+    "rehydrated_exact": ("rehydration.trigger",),
+    "byte_budget_exceeded": ("rehydration.byte_budget",),
+    "raw_replaced_by_memory": ("rehydration.trigger",),
+    "recovery_protected": ("recovery.protected_states",),
+    "outside_window": ("window.max_messages",),
+    "in_window": ("window.max_messages",),
+    "over_budget": ("budget.token_budget", "budget.reserve_tokens", "ranking.order"),
+}
+
+
+def deciding_keys(policy_family: str, reason_code: str) -> tuple[str, ...]:
+    """The policy keys that decided a record's final row (``<class>``/``<provider>`` stand
+    for the record's freshness class and the request's provider)."""
+    if reason_code == "redundant" and policy_family != "contradiction":
+        return ("recovery.protected_states",)  # a settled or resolved tool call / artifact
+    return DECIDING_KEYS.get(reason_code, ())
 
 
 # --------------------------------------------------------------------------- results
