@@ -1,0 +1,232 @@
+"""The adapters on real third-party logs (../shared/realdata beside the clone).
+
+Every expected number is computed here from the raw file with plain json parsing,
+independently of the adapter, and compared with what the adapter wrote after ingesting it
+into a store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ingest.adapters import adapt, detect_format
+from ingest.store import Store, ingest
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+pytestmark = pytest.mark.skipif(
+    not REALDATA.is_dir(), reason=f"real transcripts not present ({REALDATA} is absent)"
+)
+
+CLAUDE = sorted((REALDATA / "claude-code-spotter").glob("*.jsonl")) if REALDATA.is_dir() else []
+OPENAI = (
+    [REALDATA / "tau-bench" / "gpt-4o-airline.first3.json", *sorted((REALDATA / "swe-agent").glob("*.traj"))]
+    if REALDATA.is_dir()
+    else []
+)
+
+
+def _load(path: Path, tmp_path: Path) -> tuple[Path, object]:
+    res = adapt(path, tmp_path / "export")
+    db = tmp_path / "store.duckdb"
+    ing = ingest(res.export_dir, db)
+    assert ing.changed
+    return db, res
+
+
+def _sql(db: Path, q: str) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.sql(q).fetchall()
+    finally:
+        con.close()
+
+
+def _lines(path: Path) -> list[dict]:
+    out = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            out.append(d)
+    return out
+
+
+def _claude_expected(path: Path) -> dict:
+    files = [path]
+    sub = path.parent / path.stem / "subagents"
+    subfiles = sorted(sub.glob("agent-*.jsonl")) if sub.is_dir() else []
+    usage: dict[tuple[str, str], int] = {}
+    calls: dict[str, str] = {}  # tool_use id -> request key
+    results: dict[str, bool] = {}
+    per_req_calls: Counter = Counter()
+    boundaries = 0
+    after_compaction = 0
+    child_requests = 0
+    tasks = 0
+    for f in files + subfiles:
+        seen_boundary = False
+        for d in _lines(f):
+            if d.get("type") == "system" and d.get("subtype") == "compact_boundary":
+                boundaries += 1
+                seen_boundary = True
+            msg = d.get("message") if isinstance(d.get("message"), dict) else {}
+            if d.get("type") == "assistant" and msg.get("model") != "<synthetic>":
+                key = (f.name, d.get("requestId") or msg.get("id"))
+                if key not in usage:
+                    u = msg.get("usage") or {}
+                    usage[key] = sum(
+                        u.get(k, 0)
+                        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+                    )
+                    if f in subfiles:
+                        child_requests += 1
+                    elif seen_boundary:
+                        after_compaction += 1
+                for b in msg.get("content") or []:
+                    if isinstance(b, dict) and b.get("type") == "tool_use" and b["id"] not in calls:
+                        calls[b["id"]] = key
+                        per_req_calls[key] += 1
+                        tasks += b.get("name") == "Task"
+            if d.get("type") == "user" and isinstance(msg.get("content"), list):
+                for b in msg["content"]:
+                    if isinstance(b, dict) and b.get("type") == "tool_result":
+                        results.setdefault(b.get("tool_use_id"), bool(b.get("is_error")))
+    answered = {k: v for k, v in results.items() if k in calls}
+    return {
+        "requests": len(usage),
+        "tokens": sorted(usage.values()),
+        "tool_calls": len(calls),
+        "failed": sum(answered.values()),
+        "pending": len(calls) - len(answered),
+        "parallel_groups": sum(1 for n in per_req_calls.values() if n >= 2),
+        "subagent_files": len(subfiles),
+        "child_requests": child_requests,
+        "compactions": boundaries,
+        "after_compaction": after_compaction,
+        "tasks": tasks,
+    }
+
+
+@pytest.mark.parametrize("path", CLAUDE, ids=lambda p: p.name)
+def test_claude_code_real(path: Path, tmp_path: Path) -> None:
+    assert detect_format(path) == "claude-code"
+    exp = _claude_expected(path)
+    db, res = _load(path, tmp_path)
+    assert res.format == "claude-code"
+    with Store.open(db) as s:
+        rows = s.list_assemblies().to_pylist()
+    assert len(rows) == exp["requests"]
+    assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
+    assert all("source:claude-code" in r["tags"] and f"transcript:{path.name}" in r["tags"] for r in rows)
+    assert all(r["policy_version"] == "observed" for r in rows)
+    assert _sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
+    status = dict(_sql(db, "select status, count(*) from tool_calls group by all"))
+    assert status.get("failed", 0) == exp["failed"]
+    assert status.get("pending", 0) == exp["pending"]
+    assert _sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel_groups"]
+    # one artifact and one mechanical memory per answered call
+    answered = exp["tool_calls"] - exp["pending"]
+    assert _sql(db, "select count(*) from tool_artifacts")[0][0] == answered
+    assert _sql(db, "select count(*) from tool_memories where trust_source = 'mechanical'")[0][0] == answered
+    # subagents: child runs linked to a parent run, owned by subagent participants
+    kinds = dict(_sql(db, "select runtime_kind, count(*) from model_runs group by all"))
+    assert kinds.get("subagent_child", 0) == exp["child_requests"]
+    assert _sql(
+        db, "select count(*) from model_runs where runtime_kind='subagent_child' and parent_model_run_id is null"
+    )[0][0] == 0
+    assert _sql(db, "select count(*) from participants where kind='subagent'")[0][0] == exp["subagent_files"]
+    # compaction: each request after a boundary omits earlier records as compacted
+    compacted = _sql(
+        db, "select count(distinct assembly_id) from assembly_records where reason_code='compacted'"
+    )[0][0]
+    assert compacted == exp["after_compaction"]
+    assert res.stats.get("compactions", 0) == exp["compactions"]
+    if exp["compactions"]:
+        detail = _sql(db, "select any_value(detail) from assembly_records where reason_code='compacted'")[0][0]
+        assert "preTokens" in detail
+        summary = _sql(
+            db,
+            "select count(*) from assembly_records r join messages m on r.record_id = m.message_id "
+            "where m.speaker_label = 'compact summary' and r.decision = 'included'",
+        )[0][0]
+        assert summary == exp["after_compaction"]
+    # unattributed tokens: recorded input minus the included records' estimate, in the tags
+    for r in rows:
+        tag = next(t for t in r["tags"] if t.startswith("unattributed_tokens:"))
+        assert res.unattributed_tokens[r["assembly_id"]] == int(tag.split(":")[1])
+
+
+def _est(text: str) -> int:
+    return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+def _text(content) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def _openai_expected(path: Path) -> dict:
+    raw = json.loads(path.read_text())
+    convs = [e.get("traj") or e.get("messages") for e in raw] if isinstance(raw, list) else [raw.get("history") or raw.get("messages")]
+    requests, tokens, calls, failed, parallel, pending = 0, [], 0, 0, 0, 0
+    for msgs in convs:
+        running = 0
+        ids: set[str] = set()
+        for m in msgs:
+            if m["role"] == "assistant":
+                requests += 1
+                tokens.append(running)
+            tcs = m.get("tool_calls") or []
+            calls += len(tcs)
+            parallel += len(tcs) >= 2
+            running += _est(_text(m.get("content")))
+            for tc in tcs:
+                ids.add(tc["id"])
+                args = tc["function"]["arguments"]
+                running += _est(tc["function"]["name"] + " " + args)
+            if m["role"] == "tool":
+                answered = [m["tool_call_id"]] if m.get("tool_call_id") else m.get("tool_call_ids", [])
+                ids -= set(answered)
+                failed += _text(m.get("content")).lstrip().lower().startswith("error")
+        pending += len(ids)
+    return dict(requests=requests, tokens=sorted(tokens), calls=calls, failed=failed,
+                parallel=parallel, pending=pending, conversations=len(convs))
+
+
+@pytest.mark.parametrize("path", OPENAI, ids=lambda p: p.name)
+def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
+    assert detect_format(path) == "openai-chat"
+    exp = _openai_expected(path)
+    db, res = _load(path, tmp_path)
+    assert res.warnings == []
+    with Store.open(db) as s:
+        rows = s.list_assemblies().to_pylist()
+        assert len(s.conversations()) == exp["conversations"]
+    assert len(rows) == exp["requests"]
+    assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
+    assert all("tokens:estimated" in r["tags"] for r in rows)
+    assert all(r["omitted_count"] == 0 for r in rows)
+    assert _sql(db, "select count(*) from tool_calls")[0][0] == exp["calls"]
+    status = dict(_sql(db, "select status, count(*) from tool_calls group by all"))
+    assert status.get("failed", 0) == exp["failed"]
+    assert status.get("pending", 0) == exp["pending"]
+    assert _sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel"]
+
+
+def test_other_real_formats_are_refused_clearly() -> None:
+    for path in [*REALDATA.glob("conversation-esaa/*.jsonl"), *REALDATA.glob("inspect-ai/*.json")]:
+        with pytest.raises(Exception) as err:
+            detect_format(path)
+        for fmt in ("claude-code", "openai-chat", "anthropic-messages", "export"):
+            assert fmt in str(err.value)
