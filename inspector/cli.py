@@ -86,10 +86,14 @@ def _progress_printer() -> Callable[[str, int, int], None] | None:
     return progress
 
 
+def _warn(message: str) -> None:
+    click.echo(f"warning: {_vis(message)}", err=True)
+
+
 def _open_store(db: str | None):
     from ingest.store import Store
 
-    return Store.open(resolve_store(db, _progress_printer()))
+    return Store.open(resolve_store(db, _progress_printer(), warn=_warn))
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:
@@ -124,8 +128,18 @@ def cli(ctx: click.Context) -> None:
         _run_app(None, reveal=False, assembly=None)
 
 
-def _run_app(path: str | None, reveal: bool, assembly: str | None) -> None:
-    db = resolve_store(path, _progress_printer())
+FORMAT_CHOICES = ["claude-code", "openai-chat", "anthropic-messages", "export"]
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_CHOICES),
+    default=None,
+    help="The input's format (default: detected).",
+)
+
+
+def _run_app(path: str | None, reveal: bool, assembly: str | None, fmt: str | None = None) -> None:
+    db = resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)
     from .app import ContextLensApp
 
     ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly).run()
@@ -134,27 +148,38 @@ def _run_app(path: str | None, reveal: bool, assembly: str | None) -> None:
 @cli.command("open")
 @click.argument("path", required=False)
 @click.option("--assembly", metavar="ID", help="Open this assembly directly.")
+@format_option
 @reveal_option
-def open_cmd(path: str | None, assembly: str | None, reveal: bool) -> None:
-    """Open the inspector on PATH: an export folder or a store file (default: the sample)."""
+def open_cmd(path: str | None, assembly: str | None, fmt: str | None, reveal: bool) -> None:
+    """Open the inspector on PATH: an export folder, a store file or a transcript
+    (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
     if assembly:
         # Fail before the screen takes over if the id is unknown.
-        with _open_store(path) as store:
+        from ingest.store import Store
+
+        with Store.open(resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)) as store:
             store.assembly(assembly)
-    _run_app(path, reveal=reveal, assembly=assembly)
+    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt)
 
 
 @cli.command()
-@click.argument("export_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("source", type=click.Path(path_type=Path))
 @click.option("--db", "db", metavar="FILE", required=True, help="The store file to write.")
+@format_option
 @json_option
-def ingest(export_dir: Path, db: str, as_json: bool) -> None:
-    """Validate EXPORT_DIR and load it into the store FILE (atomically)."""
+def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
+    """Validate SOURCE (an export folder or a transcript file) and load it into the store
+    FILE, atomically."""
     from ingest.store import ingest as do_ingest
 
-    if not export_dir.exists():
-        raise ContextlensError(f"{export_dir}: no such folder")
+    from .stores import export_for
+
+    if not source.exists():
+        raise ContextlensError(f"{source}: no such file or folder")
+    adapt_warnings: list[str] = []
+    export_dir = export_for(source, fmt, warn=adapt_warnings.append)
     result = do_ingest(export_dir, Path(db), progress=None if as_json else _progress_printer())
+    result.warnings[:0] = adapt_warnings
     if as_json:
         emit_json(
             {

@@ -15,6 +15,7 @@ from typing import Callable
 from ingest.errors import ContextlensError
 
 ProgressFn = Callable[[str, int, int], None]
+WarnFn = Callable[[str], None]
 
 
 def cache_dir() -> Path:
@@ -52,16 +53,52 @@ def cached_store_for_export(export_dir: Path, progress: ProgressFn | None = None
     return db
 
 
-def resolve_store(path: str | os.PathLike[str] | None, progress: ProgressFn | None = None) -> Path:
+def is_store_file(path: Path) -> bool:
+    """A DuckDB database file (its header carries the magic bytes DUCK at offset 8)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return head[8:12] == b"DUCK"
+
+
+def export_for(path: Path, fmt: str | None = None, warn: WarnFn | None = None) -> Path:
+    """An export folder for what the user named: the folder itself, or a transcript adapted
+    (once per file content) into an export under the cache directory."""
+    from ingest.adapters import adapt, detect_format
+
+    if fmt in (None, "export") and is_export_dir(path):
+        return path
+    fmt = fmt or detect_format(path)
+    if fmt == "export":
+        raise ContextlensError(f"{path}: not an export folder (no manifest.json)")
+    stat = path.stat()
+    key = hashlib.sha256(
+        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{fmt}".encode()
+    ).hexdigest()[:16]
+    out = cache_dir() / "transcripts" / f"{path.name}-{key}"
+    if not (out / "manifest.json").exists():
+        result = adapt(path, out, fmt)
+        for w in result.warnings:
+            if warn:
+                warn(w)
+    return out
+
+
+def resolve_store(
+    path: str | os.PathLike[str] | None,
+    progress: ProgressFn | None = None,
+    fmt: str | None = None,
+    warn: WarnFn | None = None,
+) -> Path:
     """A store file for what the user named: nothing (the bundled sample), an export folder,
-    or an existing store file."""
+    a store file, or a transcript (Claude Code, OpenAI chat, Anthropic Messages)."""
     if path is None:
         return cached_store_for_export(bundled_export(), progress)
     p = Path(path)
     if not p.exists():
         raise ContextlensError(f"{p}: no such file or folder")
-    if p.is_dir():
-        if is_export_dir(p):
-            return cached_store_for_export(p, progress)
-        raise ContextlensError(f"{p}: not an export folder (no manifest.json)")
-    return p
+    if p.is_file() and fmt is None and is_store_file(p):
+        return p
+    return cached_store_for_export(export_for(p, fmt, warn), progress)
