@@ -203,3 +203,9 @@ def test_pluggable_estimator(tmp_path: Path) -> None:
     assert _sql(db, "select content_tokens from messages where content='start'") == [(5,)]
     assert ByteEstimator().count("abcde") == 2
     assert ByteEstimator().count("") == 0
+
+
+def test_forced_wrong_format_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ContextlensError, match="no openai-chat messages"):
+        adapt(FIX / "bad_line.jsonl", tmp_path / "x", fmt="openai-chat")
+    assert not (tmp_path / "x").exists()

@@ -59,6 +59,13 @@ def _parse(path: Path) -> tuple[Any, list[Any] | None, str | None]:
     return whole, lines, why
 
 
+def _sniff(fn: Any, values: Any) -> str | None:
+    try:
+        return fn(values)
+    except Exception as err:  # a sniffer must never crash detection
+        return f"unexpected structure ({type(err).__name__})"
+
+
 def detect_format(path: Path) -> str:
     """Name the format of ``path`` (one of FORMATS), or raise ContextlensError naming the file
     and, for every format tried, why it did not match."""
@@ -88,17 +95,17 @@ def detect_format(path: Path) -> str:
         jsonl = lines if whole is None else ([whole] if isinstance(whole, dict) else None)
         # Claude Code is JSON lines only
         if whole is None and lines is not None:
-            r = claude_code.sniff(lines)
+            r = _sniff(claude_code.sniff, lines)
         else:
             r = "a single JSON document, not JSON lines"
         if r is None:
             return "claude-code"
         reasons["claude-code"] = r
         values = whole if whole is not None else lines
-        r_a = anthropic_messages.sniff(values)
+        r_a = _sniff(anthropic_messages.sniff, values)
         if r_a is None:
             return "anthropic-messages"
-        r_o = openai_chat.sniff(values)
+        r_o = _sniff(openai_chat.sniff, values)
         if r_o is None:
             return "openai-chat"
         reasons["anthropic-messages"] = r_a
@@ -132,13 +139,18 @@ def adapt(
         raise ContextlensError(f"{path}: empty file, nothing to adapt as {fmt}")
     est = estimator or DEFAULT_ESTIMATOR
     if fmt == "claude-code":
-        from .claude_code import adapt_claude_code
+        from .claude_code import adapt_claude_code as run
+    elif fmt == "openai-chat":
+        from .openai_chat import adapt_openai_chat as run
+    else:
+        from .anthropic_messages import adapt_anthropic_messages as run
+    result = run(path, out_dir, est)
+    if not result.stats.get("rows.messages") and not result.stats.get("requests"):
+        import shutil
 
-        return adapt_claude_code(path, out_dir, est)
-    if fmt == "openai-chat":
-        from .openai_chat import adapt_openai_chat
-
-        return adapt_openai_chat(path, out_dir, est)
-    from .anthropic_messages import adapt_anthropic_messages
-
-    return adapt_anthropic_messages(path, out_dir, est)
+        shutil.rmtree(result.export_dir, ignore_errors=True)
+        detail = "; ".join(result.warnings[:3])
+        raise ContextlensError(
+            f"{path}: no {fmt} messages or requests found" + (f" ({detail})" if detail else "")
+        )
+    return result

@@ -237,7 +237,8 @@ def _records(
     texts: list[str] = []
     for x in blocks:
         if isinstance(x, dict) and x.get("type") == "tool_result":
-            tid = conv.tool_ids.get(x.get("tool_use_id"))
+            use_id = x.get("tool_use_id")
+            tid = conv.tool_ids.get(use_id) if isinstance(use_id, str) else None
             body = blocks_text(x.get("content"))
             if tid is None or b.call_row(tid)["status"] != "pending":
                 b.warn(f"{label}: tool_result for unknown tool_use {x.get('tool_use_id')!r}; kept as text")

@@ -49,7 +49,7 @@ def recorded_input(usage: Any) -> int | None:
     found = False
     for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
         v = usage.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12:
             total += int(v)
             found = True
     return total if found else None
@@ -459,6 +459,7 @@ def sniff(objs: list[Any]) -> str | None:
     for d in objs:
         if (
             isinstance(d, dict)
+            and isinstance(d.get("type"), str)
             and d.get("type") in _SNIFF_TYPES
             and ("sessionId" in d or "uuid" in d or "leafUuid" in d)
         ):

@@ -35,7 +35,7 @@ ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
 def _is_message(d: Any) -> bool:
-    return isinstance(d, dict) and d.get("role") in ROLES
+    return isinstance(d, dict) and isinstance(d.get("role"), str) and d["role"] in ROLES
 
 
 def _messages_of(d: Any) -> list[Any] | None:
@@ -142,7 +142,6 @@ def _conversation(
         return t
 
     cid = b.conversation(_title(holder, msgs, path.stem), start or ts(None))
-    user = b.user_of[cid]
     tools_json = holder.get("tools") if isinstance(holder, dict) else None
     overhead = b.count(json.dumps(tools_json)) if tools_json else 0
     records: list[Rec] = []
@@ -154,74 +153,95 @@ def _conversation(
         if not _is_message(m):
             b.warn(f"{label}: not a chat message (no known role), skipped")
             continue
-        role = m["role"]
-        t = ts(m)
-        text = blocks_text(m.get("content"))
-        if role in ("system", "developer"):
-            records.append(b.message(cid, "system", text, t, speaker_label=role))
-        elif role == "user":
-            rec = b.message(cid, "user", text, t, participant_id=user)
-            records.append(rec)
-            last_user = rec.id
-        elif role == "assistant":
-            mdl = m.get("model") if isinstance(m.get("model"), str) else model
-            pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
-            rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
-            usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
-            recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
-            recorded = int(recorded) if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) else None
-            b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead)
-            records.append(
-                b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,
-                          speaker_label=mdl, parent_message_id=last_user)
-            )
-            tcs = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
-            fc = m.get("function_call")
-            if isinstance(fc, dict):
-                tcs = tcs + [{"id": None, "function": fc}]
-            made = []
-            for tc in tcs:
-                if not isinstance(tc, dict):
-                    b.warn(f"{label}: tool call is not an object, skipped")
-                    continue
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                name = str(fn.get("name") or tc.get("name") or "unknown")
-                args = fn.get("arguments", tc.get("arguments", {}))
-                if isinstance(args, str):
-                    try:
-                        json.loads(args)
-                    except ValueError:
-                        b.warn(f"{label}: arguments of {name} are not valid JSON; kept as a string")
-                rec = b.tool_call(rid, name, args, t)
-                records.append(rec)
-                made.append(rec.id)
-                if isinstance(tc.get("id"), str):
-                    calls[tc["id"]] = rec.id
-                by_name.setdefault(name, []).append(rec.id)
-            if len(made) >= 2:
-                for tid in made:
-                    b.call_row(tid)["parallel_group"] = f"{rid}:parallel"
-                b.bump("parallel_groups")
-        else:  # tool / function
-            ids = m.get("tool_call_ids") if isinstance(m.get("tool_call_ids"), list) else []
-            key = m.get("tool_call_id")
-            if isinstance(key, str):
-                ids = [key, *ids]
-            tid = next(
-                (calls[k] for k in ids if isinstance(k, str) and k in calls
-                 and b.call_row(calls[k])["status"] == "pending"),
-                None,
-            )
-            if tid is None and not ids:
-                # legacy "function" messages or tool messages without ids: by name, else
-                # the oldest call still unanswered (answers follow their calls in order)
-                pend = [x for x in by_name.get(str(m.get("name")), []) if b.call_row(x)["status"] == "pending"]
-                if not pend:
-                    pend = [x for x in calls.values() if b.call_row(x)["status"] == "pending"]
-                    pend += [x for xs in by_name.values() for x in xs if b.call_row(x)["status"] == "pending"]
-                tid = pend[0] if pend else None
-            if tid is None or b.call_row(tid)["status"] != "pending":
-                b.warn(f"{label}: tool message answers no pending tool call ({ids or None!r}); kept as a tool message")
-                records.append(b.message(cid, "tool", text, t, speaker_label=str(m.get("name") or "tool")))
+        try:
+            last_user = _one(b, cid, m, label, records, calls, by_name, last_user, model, overhead, ts(m))
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            b.warn(f"{label}: skipped ({type(err).__name__}: {err})")
+
+
+def _one(
+    b: Builder,
+    cid: str,
+    m: dict[str, Any],
+    label: str,
+    records: list[Rec],
+    calls: dict[str, str],
+    by_name: dict[str, list[str]],
+    last_user: str | None,
+    model: str,
+    overhead: int,
+    t: dt.datetime,
+) -> str | None:
+    user = b.user_of[cid]
+    role = m["role"]
+    text = blocks_text(m.get("content"))
+    if role in ("system", "developer"):
+        records.append(b.message(cid, "system", text, t, speaker_label=role))
+    elif role == "user":
+        rec = b.message(cid, "user", text, t, participant_id=user)
+        records.append(rec)
+        last_user = rec.id
+    elif role == "assistant":
+        mdl = m.get("model") if isinstance(m.get("model"), str) else model
+        pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
+        rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
+        usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+        recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
+        ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
+        recorded = int(recorded) if ok else None
+        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead)
+        records.append(
+            b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,
+                      speaker_label=mdl, parent_message_id=last_user)
+        )
+        tcs = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        fc = m.get("function_call")
+        if isinstance(fc, dict):
+            tcs = tcs + [{"id": None, "function": fc}]
+        made = []
+        for tc in tcs:
+            if not isinstance(tc, dict):
+                b.warn(f"{label}: tool call is not an object, skipped")
                 continue
-            records.append(b.tool_result(tid, text, _is_error(m, text), t))
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            name = str(fn.get("name") or tc.get("name") or "unknown")
+            args = fn.get("arguments", tc.get("arguments", {}))
+            if isinstance(args, str):
+                try:
+                    json.loads(args)
+                except ValueError:
+                    b.warn(f"{label}: arguments of {name} are not valid JSON; kept as a string")
+            rec = b.tool_call(rid, name, args, t)
+            records.append(rec)
+            made.append(rec.id)
+            if isinstance(tc.get("id"), str):
+                calls[tc["id"]] = rec.id
+            by_name.setdefault(name, []).append(rec.id)
+        if len(made) >= 2:
+            for tid in made:
+                b.call_row(tid)["parallel_group"] = f"{rid}:parallel"
+            b.bump("parallel_groups")
+    else:  # tool / function
+        ids = m.get("tool_call_ids") if isinstance(m.get("tool_call_ids"), list) else []
+        key = m.get("tool_call_id")
+        if isinstance(key, str):
+            ids = [key, *ids]
+        tid = next(
+            (calls[k] for k in ids if isinstance(k, str) and k in calls
+             and b.call_row(calls[k])["status"] == "pending"),
+            None,
+        )
+        if tid is None and not ids:
+            # legacy "function" messages or tool messages without ids: by name, else
+            # the oldest call still unanswered (answers follow their calls in order)
+            pend = [x for x in by_name.get(str(m.get("name")), []) if b.call_row(x)["status"] == "pending"]
+            if not pend:
+                pend = [x for x in calls.values() if b.call_row(x)["status"] == "pending"]
+                pend += [x for xs in by_name.values() for x in xs if b.call_row(x)["status"] == "pending"]
+            tid = pend[0] if pend else None
+        if tid is None or b.call_row(tid)["status"] != "pending":
+            b.warn(f"{label}: tool message answers no pending tool call ({ids or None!r}); kept as a tool message")
+            records.append(b.message(cid, "tool", text, t, speaker_label=str(m.get("name") or "tool")))
+            return last_user
+        records.append(b.tool_result(tid, text, _is_error(m, text), t))
+    return last_user
