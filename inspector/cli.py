@@ -255,8 +255,10 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
         _mask_labels(records, privacy)
     included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"] if k in r} for r in records if r["decision"] == "included"]
     omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"] if k in r} for r in records if r["decision"] == "omitted"]
+    tokens = token_accounting(assembly, included)
     if as_json:
-        emit_json({"assembly": assembly, "included": included, "omitted": omitted})
+        emit_json({"assembly": assembly, "tokens": tokens, "included": included, "omitted": omitted,
+                   "unattributed_tokens": tokens["unattributed_tokens"]})
         return
     click.echo(
         f"assembly {_vis(assembly_id)}  {_vis(assembly.get('runtime_kind'))}  participant {_vis(assembly.get('participant_id'))}"
@@ -266,10 +268,37 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
         f"tokens {assembly.get('assembled_tokens')} of budget {assembly.get('token_budget')}"
         f" (history replay would send {assembly.get('baseline_tokens')})  tags {_vis(assembly.get('tags'))}"
     )
+    if tokens["recorded"]:
+        click.echo(
+            f"recorded input {assembly.get('assembled_tokens')} tokens; the included records"
+            f" explain {tokens['included_estimate']}, unattributed {tokens['unattributed_tokens']}"
+            " (system prompt, tool schemas, estimator error)"
+        )
     click.echo(f"\nincluded ({len(included)}), in prompt order:")
     print_table(included, RECORD_FIELDS_INCLUDED + ["label"])
     click.echo(f"\nomitted ({len(omitted)}):")
     print_table(omitted, RECORD_FIELDS_OMITTED)
+
+
+def token_accounting(assembly: dict[str, Any], included: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recorded tokens beside the estimate. A transcript adapter tags a request whose input
+    tokens were recorded with ``tokens:recorded`` and ``unattributed_tokens:<n>``: what the
+    included records do not explain (system prompt, tool schemas)."""
+    tags = assembly.get("tags") or []
+    recorded = "tokens:recorded" in tags
+    unattributed = None
+    for tag in tags:
+        if tag.startswith("unattributed_tokens:"):
+            try:
+                unattributed = int(tag.split(":", 1)[1])
+            except ValueError:
+                unattributed = None
+    return {
+        "recorded": recorded,
+        "assembled_tokens": assembly.get("assembled_tokens"),
+        "included_estimate": sum(int(r.get("tokens") or 0) for r in included),
+        "unattributed_tokens": unattributed,
+    }
 
 
 def _mask_labels(rows: list[dict[str, Any]], privacy: dict[tuple[str, str], str | None]) -> None:

@@ -1,0 +1,69 @@
+"""Transcripts on the command line: open/ingest detect the format, show reports what the
+transcript's recorded usage does not explain, replay shows what a policy would drop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run, run_json
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+CLAUDE = REALDATA / "claude-code-spotter" / "tool_heavy.jsonl"
+
+pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="shared/realdata is not beside this checkout")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTLENS_CACHE", str(tmp_path / "cache"))
+
+
+def _usage_totals(path: Path) -> list[int]:
+    """Recorded input tokens per API request, read straight from the raw JSONL."""
+    seen: dict[str, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if obj.get("type") != "assistant" or obj.get("message", {}).get("model") == "<synthetic>":
+            continue
+        key = obj.get("requestId") or obj["message"].get("id")
+        u = obj["message"].get("usage") or {}
+        seen[key] = u.get("input_tokens", 0) + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0)
+    return list(seen.values())
+
+
+def test_ingest_detects_claude_code_and_show_reports_unattributed(capsys, tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    code, out, err = run(capsys, "ingest", str(CLAUDE), "--db", str(db))
+    assert code == 0, err
+    rows = run_json(capsys, "list", "--db", str(db))
+    assert sorted(r["assembled_tokens"] for r in rows) == sorted(_usage_totals(CLAUDE))
+    shown = run_json(capsys, "show", rows[-1]["assembly_id"], "--db", str(db))
+    t = shown["tokens"]
+    assert t["recorded"] is True
+    assert t["unattributed_tokens"] == shown["assembly"]["assembled_tokens"] - t["included_estimate"]
+    assert shown["unattributed_tokens"] == t["unattributed_tokens"]
+
+
+def test_transcript_diff_under_a_policy_shows_tokens_saved(capsys, tmp_path: Path) -> None:
+    rows = run_json(capsys, "list", "--db", str(CLAUDE))
+    last = rows[-1]["assembly_id"]
+    d = run_json(capsys, "diff", last, "--policy", "v4", "--db", str(CLAUDE))
+    assert d["summary"]["tokens_b"] < d["summary"]["tokens_a"], "a governed policy sends less"
+    dropped = [c for c in d["changes"] if c["change"] == "newly_omitted"]
+    assert any(c["b"]["reason_code"] == "raw_replaced_by_memory" for c in dropped)
+
+
+def test_unknown_format_names_what_was_tried(capsys, tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("just some notes\n")
+    code, out, err = run(capsys, "ingest", str(f), "--db", str(tmp_path / "s.duckdb"))
+    assert code == 2
+    for fmt in ("claude-code", "openai-chat", "anthropic-messages", "export"):
+        assert fmt in err
+    assert len(err.strip().splitlines()) == 1
