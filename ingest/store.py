@@ -991,6 +991,51 @@ class Store:
             params,
         )
 
+    def conversation_graphs(self, conversation_ids: list[str], export_id: str) -> dict[str, pa.Table]:
+        """``conversation_graph`` of many conversations of one export in one query per table.
+
+        Each table has the contract columns plus ``graph_conversation_id`` (the conversation
+        the row belongs to; a row reachable from two conversations appears once for each),
+        ordered by graph_conversation_id, then the table's primary key."""
+        ids = list(conversation_ids)
+        conv = "SELECT unnest(?::VARCHAR[])"
+        runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
+                f"WHERE export_id = ? AND conversation_id IN ({conv})")
+        out: dict[str, pa.Table] = {}
+        for name in _GRAPH_TABLES:
+            cols = _cols_of(name, "t")
+            if name in ("conversations", "branches", "participants", "messages", "model_runs",
+                        "tool_memories"):
+                sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
+                       f"WHERE t.export_id = ? AND t.conversation_id IN ({conv})")
+                params: list[Any] = [export_id, ids]
+            elif name in ("tool_calls", "skill_states", "checkpoints"):
+                sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
+                       f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id WHERE t.export_id = ?")
+                params = [export_id, ids, export_id]
+            else:  # tool_artifacts: through the branch, the owner run or the tool call
+                sql = (
+                    f"WITH runs AS ({runs}), "
+                    "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
+                    f"       WHERE export_id = ? AND conversation_id IN ({conv})), "
+                    "calls AS (SELECT DISTINCT r.cid, c.tool_call_id FROM tool_calls c "
+                    "          JOIN runs r ON r.model_run_id = c.model_run_id WHERE c.export_id = ?), "
+                    "arts AS (SELECT rowid AS rid, branch_id, owner_model_run_id, tool_call_id "
+                    "         FROM tool_artifacts WHERE export_id = ?), "
+                    "pairs AS (SELECT br.cid, a.rid FROM arts a JOIN br ON br.branch_id = a.branch_id "
+                    "          UNION SELECT r.cid, a.rid FROM arts a JOIN runs r ON r.model_run_id = a.owner_model_run_id "
+                    "          UNION SELECT c.cid, a.rid FROM arts a JOIN calls c ON c.tool_call_id = a.tool_call_id) "
+                    f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
+                    "JOIN pairs p ON p.rid = t.rowid"
+                )
+                params = [export_id, ids, export_id, ids, export_id, export_id]
+            out[name] = self._arrow(
+                f"{sql} ORDER BY graph_conversation_id, "
+                + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
+                params,
+            )
+        return out
+
 
 def _as_filter(flt: AssemblyFilter | str | None) -> AssemblyFilter | None:
     if isinstance(flt, str):

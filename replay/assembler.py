@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from bisect import bisect_right
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
@@ -145,16 +146,22 @@ def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table)
         rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
     items = []
     for row in rows:
-        if isinstance(row, Mapping):
-            item = [row[f] for f in SELECTION_FIELDS]
+        if type(row) is dict or isinstance(row, Mapping):
+            pos = row["position"]
+            items.append([row["record_kind"], row["record_id"], row["decision"], row["rendering"],
+                          int(pos) if pos is not None else None])
         else:
             item = list(row)
-        if item[4] is not None:
-            item[4] = int(item[4])
-        items.append(item)
-    items.sort(key=lambda x: (x[0], x[1]))
+            if item[4] is not None:
+                item[4] = int(item[4])
+            items.append(item)
+    items.sort(key=_kind_id)
     text = json.dumps(items, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _kind_id(item: list[Any]) -> tuple[Any, Any]:
+    return (item[0], item[1])
 
 
 @dataclass(frozen=True)
@@ -233,19 +240,25 @@ def _utc_str(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
 class _Cand:
-    kind: str
-    rid: str
-    row: dict[str, Any]
-    created: dt.datetime
-    tokens: int
-    branch: str
-    decisions: list[tuple[int, str, str, str, str]] = field(default_factory=list)
-    alive: bool = True
-    rendering: str | None = None
-    protected: bool = False
-    child: bool = False
+    """One candidate record of one assembly (plain slots: thousands are made per assembly)."""
+
+    __slots__ = ("kind", "rid", "row", "created", "tokens", "branch", "decisions", "alive",
+                 "rendering", "protected", "child")
+
+    def __init__(self, kind: str, rid: str, row: dict[str, Any], created: dt.datetime,
+                 tokens: int, branch: str) -> None:
+        self.kind = kind
+        self.rid = rid
+        self.row = row
+        self.created = created
+        self.tokens = tokens
+        self.branch = branch
+        self.decisions: list[tuple[int, str, str, str, str]] = []
+        self.alive = True
+        self.rendering: str | None = None
+        self.protected = False
+        self.child = False
 
     def add(self, step: int, family: str, outcome: str, reason: str, detail: str) -> None:
         self.decisions.append((step, family, outcome, reason, detail))
@@ -274,6 +287,13 @@ class _Index:
                      if m["conversation_id"] == conv}
         self.skills = [s for s in t.get("skill_states", []) if s["model_run_id"] in self.runs]
         self.checkpoints = [k for k in t.get("checkpoints", []) if k["model_run_id"] in self.runs]
+        self.skills_by_run: dict[str, list[dict[str, Any]]] = {}
+        for s in self.skills:
+            self.skills_by_run.setdefault(s["model_run_id"], []).append(s)
+        self.checkpoints_by_run: dict[str, list[dict[str, Any]]] = {}
+        for k in self.checkpoints:
+            self.checkpoints_by_run.setdefault(k["model_run_id"], []).append(k)
+        self._pool: _Pool | None = None
         self.mem_by_source: dict[str, list[str]] = {}
         for mid in sorted(self.mems):
             for a in self.mems[mid]["source_artifact_ids"] or []:
@@ -295,6 +315,11 @@ class _Index:
             for old in self.mems[mid]["supersedes"] or []:
                 if mid not in self.replaced_by.setdefault(old, []):
                     self.replaced_by[old].append(mid)
+
+    def pool(self) -> "_Pool":
+        if self._pool is None:
+            self._pool = _Pool(self)
+        return self._pool
 
     # ---- graph facts
     def lineage(self, branch_id: str) -> dict[str, tuple[dt.datetime, str] | None]:
@@ -374,34 +399,74 @@ def _index(snapshot: Snapshot, conversation_id: str) -> _Index:
 
 def _candidates(ix: _Index, req: Request, branch_of_run: str) -> list[_Cand]:
     at = req.assembled_at
-    out: list[_Cand] = []
-    for m in ix.msgs.values():
-        if m["created_at"] <= at:
-            out.append(_Cand("message", m["message_id"], m, m["created_at"],
-                             int(m["content_tokens"]), m["branch_id"]))
-    for c in ix.calls.values():
-        if c["requested_at"] <= at:
-            out.append(_Cand("tool_call", c["tool_call_id"], c, c["requested_at"],
-                             call_tokens(c["arguments_json"]), ix.runs[c["model_run_id"]]["branch_id"]))
-    for a in ix.arts.values():
-        call = ix.calls.get(a["tool_call_id"])
-        if a["created_at"] <= at or (call is not None and call["requested_at"] <= at):
-            out.append(_Cand("tool_artifact", a["artifact_id"], a, a["created_at"],
-                             int(a["content_tokens"]), a["branch_id"]))
-    for m in ix.mems.values():
-        if m["created_at"] <= at:
-            out.append(_Cand("tool_memory", m["memory_id"], m, m["created_at"],
-                             int(m["content_tokens"]), m["branch_id"]))
-    for s in ix.skills:
-        if s["model_run_id"] == req.model_run_id and s["created_at"] <= at:
-            out.append(_Cand("skill_state", s["skill_state_id"], s, s["created_at"],
-                             int(s["content_tokens"]), branch_of_run))
-    for k in ix.checkpoints:
-        if k["model_run_id"] == req.model_run_id and k["created_at"] <= at:
-            out.append(_Cand("checkpoint", k["checkpoint_id"], k, k["created_at"],
-                             int(k["content_tokens"]), branch_of_run))
-    out.sort(key=lambda c: (c.kind, c.rid))
+    pool = ix.pool()
+    # every pooled row whose entry time is at or before the assembly (a bisect over the pool,
+    # sorted by entry time), back in (kind, id) order through its precomputed rank
+    n = bisect_right(pool.times, at)
+    picked = sorted(pool.entries[:n], key=_rank_of)
+    out = [_Cand(e[2], e[3], e[4], e[5], e[6], e[7]) for e in picked]
+    run = req.model_run_id
+    extra: list[_Cand] = []
+    for s in ix.skills_by_run.get(run, ()):
+        if s["created_at"] <= at:
+            extra.append(_Cand("skill_state", s["skill_state_id"], s, s["created_at"],
+                               int(s["content_tokens"]), branch_of_run))
+    for k in ix.checkpoints_by_run.get(run, ()):
+        if k["created_at"] <= at:
+            extra.append(_Cand("checkpoint", k["checkpoint_id"], k, k["created_at"],
+                               int(k["content_tokens"]), branch_of_run))
+    if extra:
+        out.extend(extra)
+        out.sort(key=_kind_rid)
     return out
+
+
+def _step_of(chain: tuple[Any, ...]) -> int:
+    return chain[0]
+
+
+def _rank_of(entry: tuple[Any, ...]) -> int:
+    return entry[1]
+
+
+def _kind_rid(c: _Cand) -> tuple[str, str]:
+    return (c.kind, c.rid)
+
+
+class _Pool:
+    """The conversation's messages, tool calls, artifacts and memories as candidate entries
+    (entry time, rank in (kind, id) order, kind, id, row, created, tokens, branch), sorted by
+    entry time: an assembly's candidates are a prefix."""
+
+    __slots__ = ("entries", "times")
+
+    def __init__(self, ix: _Index) -> None:
+        raw: list[tuple[Any, ...]] = []
+        for m in ix.msgs.values():
+            raw.append((m["created_at"], "message", m["message_id"], m, m["created_at"],
+                        int(m["content_tokens"]), m["branch_id"]))
+        for c in ix.calls.values():
+            raw.append((c["requested_at"], "tool_call", c["tool_call_id"], c, c["requested_at"],
+                        call_tokens(c["arguments_json"]), ix.runs[c["model_run_id"]]["branch_id"]))
+        for a in ix.arts.values():
+            call = ix.calls.get(a["tool_call_id"])
+            enter = a["created_at"]
+            if call is not None and call["requested_at"] < enter:
+                enter = call["requested_at"]
+            raw.append((enter, "tool_artifact", a["artifact_id"], a, a["created_at"],
+                        int(a["content_tokens"]), a["branch_id"]))
+        for m in ix.mems.values():
+            raw.append((m["created_at"], "tool_memory", m["memory_id"], m, m["created_at"],
+                        int(m["content_tokens"]), m["branch_id"]))
+        # rank: the (kind, id) order, ties (none: ids are dict keys per kind) by insertion
+        order = sorted(range(len(raw)), key=lambda i: (raw[i][1], raw[i][2]))
+        rank = [0] * len(raw)
+        for r, i in enumerate(order):
+            rank[i] = r
+        entries = [(e[0], rank[i]) + e[1:] for i, e in enumerate(raw)]
+        entries.sort(key=lambda e: (e[0], e[1]))
+        self.entries = entries
+        self.times = [e[0] for e in entries]
 
 
 def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
@@ -681,13 +746,16 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
             "tokens": shown(c) if c.alive else c.tokens})
         for d in c.decisions:
             chains.append((d[0], c.kind, c.rid, d))
-    chains.sort(key=lambda x: (x[0], x[1], x[2]))
+    # cands are in (kind, id) order, so a stable sort by step alone orders by (step, kind, id)
+    chains.sort(key=_step_of)
     width = max(3, len(str(len(chains))))
+    aid = req.assembly_id
+    prefix = f"{aid}/d"
     decisions = [{
-        "decision_id": f"{req.assembly_id}/d{i + 1:0{width}d}", "assembly_id": req.assembly_id,
+        "decision_id": prefix + str(i).zfill(width), "assembly_id": aid,
         "step": step, "record_kind": kind, "record_id": rid, "policy_family": d[1],
         "outcome": d[2], "reason_code": d[3], "detail": d[4]}
-        for i, (step, kind, rid, d) in enumerate(chains)]
+        for i, (step, kind, rid, d) in enumerate(chains, 1)]
     return Assembly.from_rows(req.assembly_id, policy.version, assembler, records, decisions,
                               baseline_tokens, baseline_messages)
 

@@ -56,12 +56,12 @@ class Diff:
 def _side(row: dict[str, Any] | None) -> dict[str, Any] | None:
     if row is None:
         return None
-    out = {k: row.get(k) for k in _SIDE_FIELDS}
-    if out["position"] is not None:
-        out["position"] = int(out["position"])
-    if out["tokens"] is not None:
-        out["tokens"] = int(out["tokens"])
-    return out
+    pos, tok = row.get("position"), row.get("tokens")
+    return {"decision": row.get("decision"), "rendering": row.get("rendering"),
+            "reason_code": row.get("reason_code"),
+            "position": int(pos) if pos is not None else None,
+            "tokens": int(tok) if tok is not None else None,
+            "detail": row.get("detail"), "policy_family": row.get("policy_family")}
 
 
 def _included(row: dict[str, Any] | None) -> bool:
@@ -103,28 +103,32 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
     changes: list[dict[str, Any]] = []
     safety: list[dict[str, Any]] = []
     counts = {c: 0 for c in CHANGE_CLASSES}
-    for key in sorted(set(a) | set(b)):
+    keys = set(a)
+    keys.update(b)
+    for key in sorted(keys):
         ra, rb = a.get(key), b.get(key)
         change = _classify(ra, rb, key in rank_a and rank_a[key] != rank_b[key])
         counts[change] += 1
-        unsafe = (_included(rb) and ra is not None and not _included(ra)
-                  and ra["reason_code"] in SAFETY_REASONS)
-        entry = {"record_kind": key[0], "record_id": key[1], "change": change,
-                 "a": _side(ra), "b": _side(rb), "safety": unsafe}
-        changes.append(entry)
+        unsafe = (rb is not None and rb["decision"] == "included" and ra is not None
+                  and ra["decision"] != "included" and ra["reason_code"] in SAFETY_REASONS)
+        changes.append({"record_kind": key[0], "record_id": key[1], "change": change,
+                        "a": _side(ra), "b": _side(rb), "safety": unsafe})
         if unsafe:
             safety.append({"record_kind": key[0], "record_id": key[1],
                            "a_reason": ra["reason_code"],  # type: ignore[index]
                            "b_rendering": rb["rendering"],  # type: ignore[index]
                            "b_reason": rb["reason_code"]})  # type: ignore[index]
-    changes.sort(key=lambda c: (not c["safety"], _CLASS_RANK[c["change"]], c["record_kind"],
+    rank = _CLASS_RANK
+    changes.sort(key=lambda c: (not c["safety"], rank[c["change"]], c["record_kind"],
                                 c["record_id"]))
+    inc_a = [r for r in a_records if r["decision"] == "included"]
+    inc_b = [r for r in b_records if r["decision"] == "included"]
     summary = {
         "counts": counts,
-        "tokens_a": sum(int(r["tokens"]) for r in a_records if _included(r)),
-        "tokens_b": sum(int(r["tokens"]) for r in b_records if _included(r)),
-        "included_a": sum(_included(r) for r in a_records),
-        "included_b": sum(_included(r) for r in b_records),
+        "tokens_a": sum(int(r["tokens"]) for r in inc_a),
+        "tokens_b": sum(int(r["tokens"]) for r in inc_b),
+        "included_a": len(inc_a),
+        "included_b": len(inc_b),
         "safety": len(safety),
     }
     return Diff(a_label, b_label, summary, changes, safety)

@@ -21,7 +21,7 @@ from ingest.errors import ContextlensError
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
 from .policy import PolicyRegistry, load_registry
-from .snapshot import Request, Snapshot, load_snapshot, request_from_row
+from .snapshot import Request, Snapshot, load_snapshot, load_snapshots, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["VerifyResult", "recorded_assembly", "replay", "diff", "verify", "token_report"]
 
 Progress = Callable[[int, int], None]
+_CHUNK = 256  # conversations whose snapshots verify loads with one query per graph table
 _RECORD_KEYS = ("assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
                 "policy_family", "reason_code", "detail", "tokens")
 
@@ -48,10 +49,10 @@ def _clean_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def recorded_assembly(store: "Store", assembly_id: str) -> Assembly:
+def recorded_assembly(store: "Store", assembly_id: str, row: dict[str, Any] | None = None) -> Assembly:
     """The assembly as recorded in the store (records, decisions, recorded counts)."""
-    row = store.assembly(assembly_id)
-    recs = _clean_records(store.recorded_records([assembly_id], row["export_id"]).to_pylist())
+    row = row if row is not None else store.assembly(assembly_id)
+    recs = _recorded_records(store, assembly_id, row["export_id"])
     decisions = store.recorded_decisions(assembly_id).to_pylist()
     inc = [r for r in recs if r["decision"] == "included"]
     return Assembly(
@@ -69,9 +70,13 @@ def recorded_assembly(store: "Store", assembly_id: str) -> Assembly:
     )
 
 
-def _load(store: "Store", assembly_id: str) -> tuple[Request, Snapshot]:
+def _recorded_records(store: "Store", assembly_id: str, export_id: str) -> list[dict[str, Any]]:
+    return _clean_records(store.recorded_records([assembly_id], export_id).to_pylist())
+
+
+def _load(store: "Store", assembly_id: str) -> tuple[dict[str, Any], Request, Snapshot]:
     row = store.assembly(assembly_id)
-    return request_from_row(row), load_snapshot(store, row["conversation_id"], row["export_id"])
+    return row, request_from_row(row), load_snapshot(store, row["conversation_id"], row["export_id"])
 
 
 def replay(store: "Store", assembly_id: str, policy_version: str,
@@ -81,7 +86,7 @@ def replay(store: "Store", assembly_id: str, policy_version: str,
     reg = _registry(registry)
     policy = reg.get(policy_version)
     plugin = get_assembler(assembler)
-    request, snapshot = _load(store, assembly_id)
+    _row, request, snapshot = _load(store, assembly_id)
     return plugin.assemble(snapshot, request, policy)
 
 
@@ -93,15 +98,16 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
     reg = _registry(registry)
     policy_b = reg.get(policy_version)
     plugin = get_assembler(assembler)
-    request, snapshot = _load(store, assembly_id)
+    row, request, snapshot = _load(store, assembly_id)
     b = plugin.assemble(snapshot, request, policy_b)
     if against == "recorded":
-        a = recorded_assembly(store, assembly_id)
-        a_label = f"recorded {a.policy_version}"
+        # only the records are compared: no need for the recorded decisions
+        a_records = _recorded_records(store, assembly_id, row["export_id"])
+        a_label = f"recorded {row['policy_version']}"
     else:
-        a = plugin.assemble(snapshot, request, reg.get(against))
+        a_records = plugin.assemble(snapshot, request, reg.get(against)).records
         a_label = f"replay {against}"
-    return diff_records(a.records, b.records, a_label, f"replay {policy_version}")
+    return diff_records(a_records, b.records, a_label, f"replay {policy_version}")
 
 
 @dataclass
@@ -145,37 +151,54 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
     report = progress or (lambda _done, _total: None)
     report(0, total)
     done = 0
-    # group by (export, conversation): one snapshot each
+    # group by (export, conversation): one snapshot each, loaded in chunks of conversations
+    # (one store query per graph table per chunk)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in work:
         groups.setdefault((row["export_id"], row["conversation_id"]), []).append(row)
-    for (export_id, conversation_id), rows in groups.items():
-        snapshot = load_snapshot(store, conversation_id, export_id)
-        recorded: dict[str, list[dict[str, Any]]] = {}
-        for r in store.recorded_records([x["assembly_id"] for x in rows], export_id).to_pylist():
-            recorded.setdefault(r["assembly_id"], []).append(r)
-        for row in rows:
-            aid = row["assembly_id"]
-            result.checked += 1
-            try:
-                policy = reg.get(row["policy_version"])
-            except ContextlensError as err:
-                result.errors.append({"assembly_id": aid, "error": str(err)})
-            else:
-                out = plugin.assemble(snapshot, request_from_row(row), policy)
-                if out.selection_hash == row["selection_hash"]:
-                    result.faithful += 1
+    chunks: list[tuple[str, list[str]]] = []
+    for export_id, conversation_id in groups:
+        if not chunks or chunks[-1][0] != export_id or len(chunks[-1][1]) >= _CHUNK:
+            chunks.append((export_id, []))
+        chunks[-1][1].append(conversation_id)
+    for export_id, conversation_ids in chunks:
+        snapshots = load_snapshots(store, conversation_ids, export_id)
+        drifted: list[tuple[dict[str, Any], Assembly]] = []
+        for conversation_id in conversation_ids:
+            snapshot = snapshots[conversation_id]
+            for row in groups[(export_id, conversation_id)]:
+                aid = row["assembly_id"]
+                result.checked += 1
+                try:
+                    policy = reg.get(row["policy_version"])
+                except ContextlensError as err:
+                    result.errors.append({"assembly_id": aid, "error": str(err)})
                 else:
-                    d = diff_records(_clean_records(recorded.get(aid, [])), out.records,
-                                     f"recorded {row['policy_version']}",
-                                     f"replay {row['policy_version']}")
-                    result.drifted.append({
-                        "assembly_id": aid, "assembler_version": row["assembler_version"],
-                        "policy_version": row["policy_version"], "diff": d,
-                        "recorded_hash": row["selection_hash"], "replay_hash": out.selection_hash,
-                    })
-            done += 1
-            report(done, total)
+                    out = plugin.assemble(snapshot, request_from_row(row), policy)
+                    if out.selection_hash == row["selection_hash"]:
+                        result.faithful += 1
+                    else:
+                        drifted.append((row, out))
+                done += 1
+                report(done, total)
+            snapshots[conversation_id] = None  # type: ignore[assignment]  # free it early
+        if not drifted:
+            continue
+        # the recorded rows only of the drifted assemblies: one query per chunk
+        recorded: dict[str, list[dict[str, Any]]] = {}
+        rows = store.recorded_records([r["assembly_id"] for r, _ in drifted], export_id).to_pylist()
+        for r in _clean_records(rows):
+            recorded.setdefault(r["assembly_id"], []).append(r)
+        for row, out in drifted:
+            aid = row["assembly_id"]
+            d = diff_records(recorded.get(aid, []), out.records,
+                             f"recorded {row['policy_version']}",
+                             f"replay {row['policy_version']}")
+            result.drifted.append({
+                "assembly_id": aid, "assembler_version": row["assembler_version"],
+                "policy_version": row["policy_version"], "diff": d,
+                "recorded_hash": row["selection_hash"], "replay_hash": out.selection_hash,
+            })
     result.drifted.sort(key=lambda d: d["assembly_id"])
     return result
 

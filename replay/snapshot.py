@@ -17,7 +17,8 @@ from ingest.contract import TABLES
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
 
-__all__ = ["GRAPH_TABLES", "Request", "Snapshot", "load_request", "load_snapshot", "request_from_row"]
+__all__ = ["GRAPH_TABLES", "Request", "Snapshot", "load_request", "load_snapshot", "load_snapshots",
+           "request_from_row"]
 
 GRAPH_TABLES: tuple[str, ...] = (
     "conversations", "branches", "participants", "messages", "model_runs", "tool_calls",
@@ -84,27 +85,65 @@ class Snapshot:
         return f"Snapshot({sizes})"
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_US = dt.timedelta(microseconds=1)
+
+
+def _ts_values(column: Any) -> list[dt.datetime | None]:
+    """A timestamp column as aware UTC datetimes. Going through int64 microseconds is ~3x
+    cheaper than Arrow's own conversion (which attaches a zoneinfo per value)."""
+    import pyarrow as pa
+
+    unit = column.type.unit
+    ints = column.cast(pa.timestamp(unit)).cast(pa.int64()).to_pylist()
+    scale = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}[unit]
+    epoch = _EPOCH
+    if scale is None:  # nanoseconds: Python datetimes hold microseconds
+        return [None if v is None else epoch + dt.timedelta(microseconds=v // 1000) for v in ints]
+    if scale == 1:
+        return [None if v is None else epoch + dt.timedelta(microseconds=v) for v in ints]
+    return [None if v is None else epoch + dt.timedelta(microseconds=v * scale) for v in ints]
+
+
 def _rows(table: Any, name: str) -> list[dict[str, Any]]:
-    """Arrow table -> row dicts with the contract's columns, timestamps as aware UTC."""
+    """Arrow table -> row dicts with the contract's columns, timestamps as aware UTC.
+
+    Converted column by column (one Arrow -> Python pass per column, then zipped), which is
+    much cheaper than ``Table.to_pylist`` on timestamp columns."""
+    import pyarrow as pa
+
     cols = [c for c in TABLES[name].column_names if c in table.column_names]
-    rows = table.select(cols).to_pylist()
-    ts_cols = [c.name for c in TABLES[name].columns if c.kind == "ts"]
-    list_cols = [c.name for c in TABLES[name].columns if c.kind == "list"]
-    for r in rows:
-        for c in ts_cols:
-            v = r.get(c)
-            if v is not None:
-                r[c] = _utc(v)
-        for c in list_cols:
-            if c in r and r[c] is None:
-                r[c] = []
-    return rows
+    if not table.num_rows:
+        return []
+    kinds = {c.name: c.kind for c in TABLES[name].columns}
+    values: list[list[Any]] = []
+    for c in cols:
+        col = table.column(c)
+        if pa.types.is_timestamp(col.type):
+            values.append(_ts_values(col))
+        elif kinds.get(c) == "list":
+            values.append([v if v is not None else [] for v in col.to_pylist()])
+        else:
+            values.append(col.to_pylist())
+    return [dict(zip(cols, row)) for row in zip(*values)]
 
 
 def load_snapshot(store: "Store", conversation_id: str, export_id: str | None = None) -> Snapshot:
     """Every graph row of ``conversation_id`` (of ``export_id``, or the first export holding it)."""
     graph = store.conversation_graph(conversation_id, export_id)
     return Snapshot({name: _rows(t, name) for name, t in graph.items()})
+
+
+def load_snapshots(store: "Store", conversation_ids: list[str], export_id: str) -> dict[str, Snapshot]:
+    """``load_snapshot`` of many conversations of one export: one store query per graph
+    table for all of them, converted to Python once (verify loads its work in chunks)."""
+    graphs = store.conversation_graphs(conversation_ids, export_id)
+    split: dict[str, dict[str, list[dict[str, Any]]]] = {cid: {} for cid in conversation_ids}
+    for name, table in graphs.items():
+        keys = table.column("graph_conversation_id").to_pylist()
+        for key, row in zip(keys, _rows(table, name)):
+            split[key].setdefault(name, []).append(row)
+    return {cid: Snapshot(tables) for cid, tables in split.items()}
 
 
 def load_request(store: "Store", assembly_id: str) -> Request:
