@@ -203,7 +203,8 @@ def _request(
     if isinstance(resp, dict) and isinstance(resp.get("content"), list):
         m = {"role": "assistant", "content": resp["content"]}
         conv.keys.append(_norm(m))
-        conv.recs.append(_records(b, conv, m, rid, ended or t, f"{where_l} response"))
+        produced = (ended or t) if (ended or t) > t else t + dt.timedelta(microseconds=1)
+        conv.recs.append(_records(b, conv, m, rid, produced, f"{where_l} response"))
 
 
 def _records(

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import EPOCH, AdaptResult, Builder, Rec, as_text, blocks_text, iter_jsonl, parse_ts
+from .common import EPOCH, AdaptResult, Builder, Rec, after, as_text, blocks_text, iter_jsonl, parse_ts
 from .tokens import TokenEstimator
 
 FORMAT = "claude-code"
@@ -116,6 +116,15 @@ class _Stream:
         self.last_run: str | None = None
         self.last_ts: dt.datetime = EPOCH
         self.first_ts: dt.datetime | None = None
+        self.last_rec_ts: dt.datetime = EPOCH  # newest record of this stream
+        # a subagent's own transcript is private to it; only the Task result is shared
+        self.visibility = "participant_private" if agent_id else "conversation"
+        self.pid: str | None = None
+        if agent_id is not None:
+            self.pid = self.b.participant(
+                ctx.cid, f"subagent:{agent_id}", agent_label or f"subagent {agent_id}",
+                "subagent", "anthropic", None,
+            )
 
     # -- helpers
     def _ts(self, line: dict[str, Any]) -> dt.datetime:
@@ -132,14 +141,11 @@ class _Stream:
             return self.b.participant(
                 self.ctx.cid, f"model:{model}", model, "model", "anthropic", model
             )
-        return self.b.participant(
-            self.ctx.cid,
-            f"subagent:{self.agent_id}",
-            self.agent_label or f"subagent {self.agent_id}",
-            "subagent",
-            "anthropic",
-            model,
-        )
+        assert self.pid is not None
+        row = next(r for r in self.b.rows["participants"] if r["participant_id"] == self.pid)
+        if row["model"] is None:
+            row["model"] = model
+        return self.pid
 
     # -- lines
     def feed(self, n: int, line: Any) -> None:
@@ -174,18 +180,21 @@ class _Stream:
         if model == "<synthetic>" or line.get("isApiErrorMessage"):
             # written by the client (API error, interruption), not by a model request
             text = blocks_text(blocks)
-            self.b.message(self.ctx.cid, "assistant", text, ts, speaker_label="synthetic")
+            self.b.message(
+                self.ctx.cid, "assistant", text, ts, speaker_label="synthetic", visibility=self.visibility
+            )
             return
         key = line.get("requestId") or msg.get("id") or line.get("uuid") or f"line{n}"
         req = self.requests.get(key)
         if req is None:
+            started = max(ts - dt.timedelta(microseconds=1), self.last_rec_ts)
             rid = self.b.run(
                 self.ctx.cid,
                 self._participant(model),
                 "anthropic",
                 model,
-                ts,
-                ended_at=ts,
+                started,
+                ended_at=after(ts, started),
                 trigger_message_id=self.last_user,
                 runtime_kind=self.runtime_kind,
                 parent_model_run_id=self.parent_run,
@@ -196,11 +205,12 @@ class _Stream:
                 self.ctx.cid,
                 "assistant",
                 "",
-                ts,
+                after(ts, started),
                 participant_id=self.b.run_row(rid)["participant_id"],
                 model_run_id=rid,
                 speaker_label=model,
                 parent_message_id=self.last_user,
+                visibility=self.visibility,
             )
             row = self.b.rows["messages"][-1]
             req = _Request(rid, rec, row)
@@ -208,7 +218,9 @@ class _Stream:
             self.records.append(rec)
             self.last_run = rid
         run = self.b.run_row(req.run_id)
-        run["ended_at"] = max(ts, run["started_at"])
+        ts = after(ts, run["started_at"])
+        run["ended_at"] = max(ts, run["ended_at"] or ts)
+        self.last_rec_ts = max(self.last_rec_ts, ts)
         if msg.get("stop_reason") == "error":
             run["status"] = "failed"
         for blk in blocks:
@@ -272,7 +284,10 @@ class _Stream:
             if self.b.call_row(tid)["status"] != "pending":
                 continue  # a second answer to the same call
             body = blocks_text(blk.get("content"))
-            rec = self.b.tool_result(tid, body, bool(blk.get("is_error")), ts)
+            rec = self.b.tool_result(
+                tid, body, bool(blk.get("is_error")), ts, visibility=self.visibility
+            )
+            self.last_rec_ts = max(self.last_rec_ts, self.b.call_row(tid)["completed_at"])
             self.records.append(rec)
             task = self.ctx.task_by_call.get(tid)
             if task is not None and isinstance(tur, dict) and tur.get("agentId"):
@@ -286,10 +301,12 @@ class _Stream:
                 "user",
                 text,
                 ts,
-                participant_id=self.b.user_of[self.ctx.cid],
+                participant_id=self.pid or self.b.user_of[self.ctx.cid],
                 speaker_label=label,
+                visibility=self.visibility,
             )
             self.records.append(rec)
+            self.last_rec_ts = max(self.last_rec_ts, ts)
             if not line.get("isMeta"):
                 self.last_user = rec.id
 
@@ -309,8 +326,10 @@ class _Stream:
             f"[compaction #{k}: conversation compacted, trigger {trigger}, preTokens {pre}]",
             ts,
             speaker_label="compact_boundary",
+            visibility=self.visibility,
         )
         self.records.append(rec)
+        self.last_rec_ts = max(self.last_rec_ts, ts)
         self.boundaries.append((len(self.records), detail))
         self.b.bump("compactions")
         if self.agent_id is None:

@@ -143,6 +143,12 @@ def blocks_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def after(t: dt.datetime, at: dt.datetime) -> dt.datetime:
+    """``t``, or just after ``at`` when ``t`` is not later: what a request produced is
+    created strictly after the request was assembled."""
+    return t if t > at else at + dt.timedelta(microseconds=1)
+
+
 def first_lines(text: str, n: int = 3, width: int = 200) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()][:n]
     out = " | ".join(lines)
@@ -416,6 +422,7 @@ class Builder:
         is_error: bool,
         created_at: dt.datetime,
         content_type: str = "text/plain",
+        visibility: str = "conversation",
     ) -> Rec:
         """One artifact per tool result, and its mechanical compact memory."""
         call = self._calls[tool_call_id]
@@ -448,7 +455,7 @@ class Builder:
                 "content_type": content_type,
                 "content_tokens": tokens,
                 "privacy_class": "internal",
-                "visibility_scope": "conversation",
+                "visibility_scope": visibility,
                 "owner_participant_id": owner_p,
                 "owner_model_run_id": call["model_run_id"],
                 "shared_with": [],
@@ -485,7 +492,7 @@ class Builder:
                 "superseded_by": None,
                 "promotion_policy": "auto",
                 "promoted": True,
-                "visibility_scope": "conversation",
+                "visibility_scope": visibility,
                 "owner_participant_id": owner_p,
                 "owner_model_run_id": call["model_run_id"],
                 "created_at": call["completed_at"],

@@ -190,6 +190,7 @@ def _one(
         ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
         recorded = int(recorded) if ok else None
         b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead)
+        t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled
         records.append(
             b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,
                       speaker_label=mdl, parent_message_id=last_user)
