@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
@@ -46,9 +46,14 @@ class ContextLensApp(App[None]):
         db_path: Path,
         reveal: bool = False,
         initial_assembly: str | None = None,
+        policies_dir: Path | str | None = None,
     ) -> None:
         super().__init__()
         self.db_path = Path(db_path)
+        # the policy registry folder replays read (None: the bundled sample_data/policies)
+        self.policies_dir = Path(policies_dir) if policies_dir is not None else None
+        self._policies: Any = None
+        self._policies_lock = threading.Lock()
         self.initial_assembly = initial_assembly
         self.set_reactive(ContextLensApp.reveal, reveal)
         self._local = threading.local()
@@ -69,6 +74,16 @@ class ContextLensApp(App[None]):
             with self._stores_lock:
                 self._stores.append(store)
         return store
+
+    def registry(self) -> Any:
+        """The policy registry (loaded once, on first use). Call from workers only: loading
+        reads and validates every policy file; a bad file raises ContextlensError."""
+        with self._policies_lock:
+            if self._policies is None:
+                from replay.policy import load_registry
+
+                self._policies = load_registry(self.policies_dir)
+            return self._policies
 
     def _close_stores(self) -> None:
         with self._stores_lock:
@@ -96,6 +111,17 @@ class ContextLensApp(App[None]):
 
     def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
         self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))
+
+    def open_diff(self, assembly_id: str, version: str, against: str = "recorded") -> None:
+        """Replay ``assembly_id`` under ``version`` and diff it against ``against``."""
+        from .screens.diff import DiffScreen
+
+        self.push_screen(DiffScreen(assembly_id, version, against))
+
+    def open_verify(self) -> None:
+        from .screens.verify import VerifyScreen
+
+        self.push_screen(VerifyScreen())
 
     def watch_reveal(self, reveal: bool) -> None:
         self.sub_title = self.db_path.name + (" · RESTRICTED CONTENT REVEALED" if reveal else "")

@@ -141,6 +141,7 @@ class AssemblyScreen(Screen[None]):
         Binding("4", "tab('prompt')", "Prompt"),
         Binding("p", "focus_provenance", "Provenance"),
         Binding("c", "conversation", "Conversation"),
+        Binding("r", "replay", "Replay…"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -597,3 +598,17 @@ class AssemblyScreen(Screen[None]):
             self.app.open_conversation(  # type: ignore[attr-defined]
                 self.assembly["conversation_id"], self.assembly_id
             )
+
+    def action_replay(self) -> None:
+        """Pick a policy version; the diff screen replays this assembly under it."""
+        from .replay import PolicyPicker, ReplayChoice
+
+        recorded = (self.assembly or {}).get("policy_version")
+
+        def chosen(choice: ReplayChoice | None) -> None:
+            if choice is not None:
+                self.app.open_diff(  # type: ignore[attr-defined]
+                    self.assembly_id, choice.version, choice.against
+                )
+
+        self.app.push_screen(PolicyPicker(self.assembly_id, recorded), chosen)

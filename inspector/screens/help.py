@@ -26,13 +26,19 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
     from ..widgets.reveal import ConfirmReveal
     from .assembly import AssemblyScreen
     from .conversation import ConversationScreen
+    from .diff import DiffScreen
+    from .replay import PolicyPicker
     from .requests import RequestsScreen
+    from .verify import VerifyScreen
 
     owners = [
         ("Everywhere", ContextLensApp),
         ("Request list", RequestsScreen),
         ("Assembly", AssemblyScreen),
         ("Provenance chain (assembly screen)", ProvenanceList),
+        ("Replay: policy picker (assembly screen, r)", PolicyPicker),
+        ("Diff", DiffScreen),
+        ("Verify (request list, V)", VerifyScreen),
         ("Conversation", ConversationScreen),
         ("Reveal confirmation", ConfirmReveal),
         ("Help", HelpScreen),

@@ -129,6 +129,7 @@ class RequestsScreen(Screen[None]):
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
         Binding("r", "reload", "Reload"),
+        Binding("V", "verify", "Verify all"),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
 
@@ -347,6 +348,9 @@ class RequestsScreen(Screen[None]):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def action_verify(self) -> None:
+        self.app.open_verify()  # type: ignore[attr-defined]
 
     def _sort_by(self, column_index: int) -> None:
         if not 0 <= column_index < len(COLUMNS):

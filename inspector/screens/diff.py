@@ -1,0 +1,488 @@
+"""The diff of two assemblies of one request: side A against side B, record by record.
+
+Side A is the recorded assembly or a replay under another version; side B is a replay under
+the chosen version. Safety findings (records B includes that A withheld for privacy,
+visibility, branch or ownership reasons) come first, in their own block; then every record
+side by side. ``f`` hides or shows the unchanged records; the panel under the table says why
+each side decided as it did.
+
+Pipeline: ``DiffComputed`` (the diff and the record labels) -> ``ChangeExplained`` (the
+why-sentences of the highlighted record on both sides).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+from textual.worker import get_current_worker
+from textual_fastdatatable import DataTable
+
+from ingest.errors import ContextlensError
+from replay.explain import explain
+
+from ..widgets.arrow_table import arrow_table
+from ..widgets.record_panel import KIND_SHORT, decision_summary
+from ..widgets.safe import one_line, safe_text
+from .assembly import masked_labels, record_content, shown_text
+from .replay import RECORDED
+
+CHANGE_ORDER = (
+    "newly_included",
+    "newly_omitted",
+    "rendering_changed",
+    "reason_changed",
+    "moved",
+    "unchanged",
+)
+CHANGE_STYLES = {
+    "newly_included": "green",
+    "newly_omitted": "yellow",
+    "rendering_changed": "cyan",
+    "reason_changed": "magenta",
+    "moved": "blue",
+    "unchanged": "dim",
+}
+SAFETY_MARK = "⚠ "
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """An attribute of a dataclass result, or a key of its JSON form."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def side_cells(side: dict[str, Any] | None) -> tuple[str, str, int | None, int | None]:
+    """(shown as, reason, position, tokens) of one side of a change."""
+    if side is None:
+        return "absent", "", None, None
+    tokens = side.get("tokens")
+    if side.get("decision") == "included":
+        return str(side.get("rendering") or "included"), str(side.get("reason_code") or ""), side.get("position"), tokens
+    return "omitted", str(side.get("reason_code") or ""), None, tokens
+
+
+def tokens_cell(a: int | None, b: int | None) -> str:
+    if a == b:
+        return "" if a is None else f"{a}"
+    return f"{'—' if a is None else a} → {'—' if b is None else b}"
+
+
+def change_rows(
+    changes: list[dict[str, Any]],
+    safety_keys: set[tuple[str, str]],
+    labels: dict[tuple[str, str], str],
+) -> pa.Table:
+    """The table the screen shows: one row per change, A then B. One assembly's records
+    (bounded), so a Python pass is fine here."""
+    cols: dict[str, list[Any]] = {name: [] for name in (
+        "change", "kind", "record", "A", "A reason", "A #", "B", "B reason", "B #", "tokens", "label"
+    )}
+    for change in changes:
+        key = (change["record_kind"], change["record_id"])
+        a_shown, a_reason, a_pos, a_tok = side_cells(change.get("a"))
+        b_shown, b_reason, b_pos, b_tok = side_cells(change.get("b"))
+        cols["change"].append((SAFETY_MARK if key in safety_keys else "") + str(change["change"]))
+        cols["kind"].append(change["record_kind"])
+        cols["record"].append(change["record_id"])
+        cols["A"].append(a_shown)
+        cols["A reason"].append(a_reason)
+        cols["A #"].append(a_pos)
+        cols["B"].append(b_shown)
+        cols["B reason"].append(b_reason)
+        cols["B #"].append(b_pos)
+        cols["tokens"].append(tokens_cell(a_tok, b_tok))
+        cols["label"].append(one_line(labels.get(key, ""), 80))
+    types = {"A #": pa.int64(), "B #": pa.int64()}
+    return pa.table({name: pa.array(values, types.get(name, pa.string())) for name, values in cols.items()})
+
+
+def diff_header(assembly_id: str, diff: Any) -> Text:
+    summary = _get(diff, "summary") or {}
+    counts = summary.get("counts") or {}
+    a_label, b_label = _get(diff, "a_label", "A"), _get(diff, "b_label", "B")
+    text = Text()
+    text.append(f"diff {safe_text(assembly_id)}", style="bold")
+    text.append("   A = ", style="dim")
+    text.append(safe_text(a_label), style="bold")
+    text.append("   B = ", style="dim")
+    text.append(safe_text(b_label), style="bold")
+    tok_a, tok_b = int(summary.get("tokens_a") or 0), int(summary.get("tokens_b") or 0)
+    delta = tok_b - tok_a
+    text.append("\n")
+    text.append(f"tokens {tok_a:,} → {tok_b:,}", style="bold")
+    text.append(f" ({'+' if delta > 0 else ''}{delta:,})" if delta else " (same)")
+    if "included_a" in summary:
+        text.append(f"  ·  included {summary.get('included_a')} → {summary.get('included_b')}")
+    # the classes that occur, in diff order (an empty class would only take room)
+    for name in CHANGE_ORDER:
+        n = int(counts.get(name) or 0)
+        if n:
+            text.append("  ·  ")
+            text.append(f"{name} ", style="dim" if name == "unchanged" else "")
+            text.append(str(n), style="dim" if name == "unchanged" else f"bold {CHANGE_STYLES[name]}")
+    return text
+
+
+def safety_text(safety: list[dict[str, Any]], a_label: str, b_label: str) -> Text:
+    text = Text()
+    n = len(safety)
+    text.append(
+        f"{SAFETY_MARK}SAFETY: {b_label} exposes {n} record{'s' if n != 1 else ''} "
+        f"that {a_label} withheld",
+        style="bold",
+    )
+    for item in safety:
+        text.append("\n  ")
+        kind = str(item.get("record_kind") or "")
+        text.append(f"{KIND_SHORT.get(kind, kind)} {safe_text(item.get('record_id'))}", style="bold")
+        text.append(f"  A withheld it: {safe_text(item.get('a_reason'))}")
+        text.append("  →  B includes it as ")
+        text.append(safe_text(item.get("b_rendering")), style="bold")
+        if item.get("b_reason"):
+            text.append(f" ({safe_text(item.get('b_reason'))})")
+    return text
+
+
+@dataclass(frozen=True)
+class SideWhy:
+    label: str
+    decision: dict[str, Any] | None  # the side's assembly_records row, None if absent
+    why: str
+    trace: list[dict[str, Any]]
+
+
+# ---------------------------------------------------------------------- messages
+
+
+class DiffComputed(Message):
+    def __init__(self, diff: Any, labels: dict[tuple[str, str], str]) -> None:
+        super().__init__()
+        self.diff = diff
+        self.labels = labels
+
+
+class DiffFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class ChangeExplained(Message):
+    def __init__(self, kind: str, record_id: str, content: str, privacy: str | None,
+                 sides: list[SideWhy]) -> None:
+        super().__init__()
+        self.kind = kind
+        self.record_id = record_id
+        self.content = content
+        self.privacy = privacy
+        self.sides = sides
+
+
+# ---------------------------------------------------------------------- the screen
+
+
+class DiffScreen(Screen[None]):
+    """Side A against side B of one request, safety findings first."""
+
+    BINDINGS = [
+        Binding("f", "toggle_unchanged", "Changes only / all"),
+        Binding("enter", "explain", "Why (both sides)", show=False),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(
+        self,
+        assembly_id: str,
+        version: str,
+        against: str = RECORDED,
+        diff: Any = None,
+        note: str | None = None,
+    ) -> None:
+        """Replay ``assembly_id`` under ``version`` (B) against ``against`` (A: "recorded"
+        or a version). A ``diff`` already computed (by verify) is shown as is, with
+        ``note`` saying where it came from."""
+        super().__init__()
+        self.note = note
+        self.assembly_id = assembly_id
+        self.version = version
+        self.against = against
+        self.diff = diff
+        self.changes_only = True
+        self._labels: dict[tuple[str, str], str] = {}
+        self._shown: list[dict[str, Any]] = []
+        self._selected: tuple[str, str] | None = None
+        self._sides: dict[str, Any] = {}  # side spec -> Assembly, filled by workers
+        self._sides_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        waiting = Text(f"diff {safe_text(self.assembly_id)} · replaying under {safe_text(self.version)}…")
+        yield Static(waiting, id="diff-header")
+        yield Static("", id="diff-safety")
+        yield Vertical(
+            Static("Replaying… (the screen stays live; esc goes back)", classes="placeholder", markup=False),
+            id="diff-holder",
+        )
+        with Vertical(id="change-panel"):
+            yield Static("Highlight a record to see why each side decided as it did.", id="change-title")
+            with Horizontal(id="change-sides"):
+                with VerticalScroll(id="change-a-box"):
+                    yield Static("", id="change-a")
+                with VerticalScroll(id="change-b-box"):
+                    yield Static("", id="change-b")
+        yield Static("", id="diff-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "reveal", self._reveal_changed, init=False)
+        self.compute_diff()
+
+    def _reveal_changed(self, _reveal: bool) -> None:
+        self.compute_diff()
+
+    # ------------------------------------------------------------------ workers
+
+    def _side_specs(self) -> tuple[str, str]:
+        return self.against, self.version
+
+    @work(thread=True, exclusive=True, group="diff")
+    def compute_diff(self) -> None:
+        from replay import service
+
+        store = self.app.store()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        try:
+            diff = self.diff
+            if diff is None:
+                registry = self.app.registry()  # type: ignore[attr-defined]
+                diff = service.diff(store, self.assembly_id, self.version, against=self.against,
+                                    registry=registry)
+            labels = self._labels_of(store, reveal)
+        except ContextlensError as err:
+            self.post_message(DiffFailed(str(err)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffComputed(diff, labels))
+
+    def _labels_of(self, store: Any, reveal: bool) -> dict[tuple[str, str], str]:
+        """Each recorded record's one-line label, masked unless revealed."""
+        records = store.assembly_records(self.assembly_id)
+        privacy = store.record_privacy(self.assembly_id)
+        by_key = {
+            (k, i): p for k, i, p in zip(
+                privacy["record_kind"].to_pylist(), privacy["record_id"].to_pylist(),
+                privacy["privacy_class"].to_pylist(), strict=True,
+            )
+        }
+        kinds, ids = records["record_kind"].to_pylist(), records["record_id"].to_pylist()
+        classes = pa.array([by_key.get(key) for key in zip(kinds, ids, strict=True)], pa.string())
+        labels = masked_labels(records, classes, reveal).to_pylist()
+        if not reveal:
+            labels = [shown_text(v, None, False) for v in labels]
+        return dict(zip(zip(kinds, ids, strict=True), labels, strict=True))
+
+    def _side_assembly(self, store: Any, spec: str) -> Any:
+        """The assembly of one side: the recorded one or a replay (computed once)."""
+        from replay import service
+
+        with self._sides_lock:
+            cached = self._sides.get(spec)
+        if cached is not None:
+            return cached
+        if spec == RECORDED:
+            assembly = service.recorded_assembly(store, self.assembly_id)
+        else:
+            registry = self.app.registry()  # type: ignore[attr-defined]
+            assembly = service.replay(store, self.assembly_id, spec, registry)
+        with self._sides_lock:
+            self._sides[spec] = assembly
+        return assembly
+
+    @work(thread=True, exclusive=True, group="explain")
+    def explain_change(self, kind: str, record_id: str, labels: tuple[str, str]) -> None:
+        store = self.app.store()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        try:
+            request = store.assembly(self.assembly_id)
+            record = store.record(kind, record_id) if kind in KIND_SHORT and kind != "model_run" else None
+            provenance = store.provenance(kind, record_id) if record is not None else []
+            sides = []
+            for spec, label in zip(self._side_specs(), labels, strict=True):
+                assembly = self._side_assembly(store, spec)
+                rec = next(
+                    (r for r in assembly.records
+                     if r["record_kind"] == kind and r["record_id"] == record_id),
+                    None,
+                )
+                trace = [d for d in assembly.decisions
+                         if d.get("record_kind") == kind and d.get("record_id") == record_id]
+                trace.sort(key=lambda d: (d.get("step") or 0, str(d.get("decision_id") or "")))
+                if rec is None:
+                    why = f"{kind} {record_id} was not a candidate on this side."
+                else:
+                    context = {**request, "policy_version": assembly.policy_version}
+                    why = explain(context, rec, record, trace, provenance)
+                sides.append(SideWhy(label, rec, shown_text(why, None, reveal), trace))
+        except ContextlensError as err:
+            sides = [SideWhy(label, None, f"Could not explain it: {err}", []) for label in labels]
+            record = None
+        privacy = (record or {}).get("privacy_class")
+        content = shown_text(record_content(kind, record), privacy, reveal)
+        if not get_current_worker().is_cancelled:
+            self.post_message(ChangeExplained(kind, record_id, content[:600], privacy, sides))
+
+    # ------------------------------------------------------------------ message handlers
+
+    async def on_diff_computed(self, message: DiffComputed) -> None:
+        self.diff = message.diff
+        self._labels = message.labels
+        header = diff_header(self.assembly_id, self.diff)
+        if self.note:
+            header.append("\n")
+            header.append(safe_text(self.note), style="italic")
+        self.query_one("#diff-header", Static).update(header)
+        safety = list(_get(self.diff, "safety") or [])
+        self.set_class(bool(safety), "-has-safety")
+        block = self.query_one("#diff-safety", Static)
+        block.set_class(bool(safety), "-safety")
+        block.update(
+            safety_text(safety, _get(self.diff, "a_label", "A"), _get(self.diff, "b_label", "B"))
+            if safety else ""
+        )
+        await self._show_rows()
+
+    def on_diff_failed(self, message: DiffFailed) -> None:
+        self.add_class("-failed")
+        self.query_one("#diff-header", Static).update(
+            Text(f"Cannot diff {safe_text(self.assembly_id)}: {safe_text(message.error)}", style="bold red")
+        )
+        holder = self.query_one("#diff-holder")
+        holder.remove_children()
+        holder.mount(Static(Text(safe_text(message.error)), classes="placeholder"))
+
+    def on_change_explained(self, message: ChangeExplained) -> None:
+        if self._selected != (message.kind, message.record_id):
+            return  # the cursor moved on
+        title = Text()
+        title.append(f"{KIND_SHORT.get(message.kind, message.kind)} {safe_text(message.record_id)}", style="bold")
+        if message.privacy:
+            title.append(f"  ·  {message.privacy}", style="magenta")
+        if message.content:
+            title.append("  ·  ")
+            title.append(one_line(message.content, 200))
+        self.query_one("#change-title", Static).update(title)
+        for side, widget_id in zip(message.sides, ("#change-a", "#change-b"), strict=False):
+            self.query_one(widget_id, Static).update(self._side_text(side))
+
+    @staticmethod
+    def _side_text(side: SideWhy) -> Text:
+        text = Text()
+        text.append(safe_text(side.label), style="bold")
+        text.append("  ")
+        place, style = decision_summary(side.decision)
+        if side.decision is None:
+            place = "not a candidate"
+        text.append(place, style=style)
+        text.append("\n")
+        text.append(safe_text(side.why))
+        if side.trace:
+            text.append("\ndecision trace", style="dim")
+            for row in side.trace:
+                outcome = str(row.get("outcome", ""))
+                text.append(f"\n {row.get('step', ''):>3} ", style="dim")
+                text.append(f"{safe_text(row.get('policy_family')):<13} ")
+                text.append(f"{safe_text(outcome):<8} ", style="red" if outcome == "deny" else "green")
+                text.append(f"{safe_text(row.get('reason_code')):<20} ")
+                text.append(one_line(row.get("detail"), 160), style="dim")
+        return text
+
+    # ------------------------------------------------------------------ the table
+
+    def _all_changes(self) -> list[dict[str, Any]]:
+        return list(_get(self.diff, "changes") or []) if self.diff is not None else []
+
+    async def _show_rows(self) -> None:
+        changes = self._all_changes()
+        shown = [c for c in changes if c["change"] != "unchanged"] if self.changes_only else changes
+        self._shown = shown
+        safety_keys = {
+            (s.get("record_kind"), s.get("record_id")) for s in (_get(self.diff, "safety") or [])
+        }
+        holder = self.query_one("#diff-holder")
+        await holder.remove_children()
+        if shown:
+            table = arrow_table(
+                change_rows(shown, safety_keys, self._labels),  # type: ignore[arg-type]
+                id="diff-table",
+                max_column_content_width=40,
+            )
+            await holder.mount(table)
+            keys = [(c["record_kind"], c["record_id"]) for c in shown]
+            row = keys.index(self._selected) if self._selected in keys else 0
+            table.move_cursor(row=row, animate=False)
+            table.focus()
+            self._select_row(row, force=True)  # labels may have changed (reveal)
+        else:
+            what = "No record changed" if changes else "No records on either side"
+            await holder.mount(Static(
+                f"{what}: both sides decide the same. f shows the {len(changes)} unchanged records.",
+                classes="placeholder", markup=False,
+            ))
+        self._update_status()
+
+    def _update_status(self) -> None:
+        total = len(self._all_changes())
+        changed = sum(1 for c in self._all_changes() if c["change"] != "unchanged")
+        if self.changes_only:
+            status = f"{changed} changed of {total} records · f: show the unchanged too"
+        else:
+            status = f"all {total} records ({changed} changed) · f: changes only"
+        status += " · enter: why on both sides · esc: back"
+        self.query_one("#diff-status", Static).update(status)
+
+    def _select_row(self, row: int, force: bool = False) -> None:
+        if not 0 <= row < len(self._shown):
+            return
+        change = self._shown[row]
+        key = (change["record_kind"], change["record_id"])
+        if key == self._selected and not force:
+            return  # already shown (or on its way)
+        self._selected = key
+        labels = (str(_get(self.diff, "a_label", "A")), str(_get(self.diff, "b_label", "B")))
+        self.explain_change(change["record_kind"], change["record_id"], labels)
+
+    @on(DataTable.RowHighlighted, "#diff-table")
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._select_row(event.cursor_row)
+
+    @on(DataTable.RowSelected, "#diff-table")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        self._select_row(event.cursor_row)
+
+    # ------------------------------------------------------------------ actions
+
+    async def action_toggle_unchanged(self) -> None:
+        self.changes_only = not self.changes_only
+        if self.diff is not None:
+            await self._show_rows()
+
+    def action_explain(self) -> None:
+        for table in self.query("#diff-table").results(DataTable):
+            self._select_row(table.cursor_row)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

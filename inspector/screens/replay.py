@@ -1,0 +1,230 @@
+"""The policy picker: choose the version to replay an assembly under, and what to diff against.
+
+Each version of the registry is listed with its description and what it changes from its
+parent (``PolicyRegistry.changes``); the version the assembly was recorded under is marked
+and highlighted first. "Against" is the A side of the diff: the recorded assembly, or a
+replay under another version. The picker only chooses; the diff screen replays.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList, Select, Static
+from textual.widgets.option_list import Option
+
+from ingest.errors import ContextlensError
+
+from ..widgets.safe import one_line, safe_text
+
+RECORDED = "recorded"
+
+
+@dataclass(frozen=True)
+class ReplayChoice:
+    """Replay under ``version`` (side B) and diff it against ``against`` (side A):
+    ``"recorded"`` or another version."""
+
+    version: str
+    against: str = RECORDED
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    version: str
+    description: str
+    extends: str | None
+    changes: list[tuple[str, Any, Any]]  # (dotted key, parent value, value)
+
+
+def change_value(value: Any) -> str:
+    """A policy value as a short literal: strings bare, lists and tables as JSON."""
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, default=str, separators=(", ", ": "))
+    return str(value)
+
+
+def policy_prompt(info: PolicyInfo, recorded: str | None) -> Text:
+    """One option of the picker: version, parent, description and changes."""
+    text = Text()
+    text.append(f"{safe_text(info.version):<5}", style="bold")
+    if info.version == recorded:
+        text.append(" ● recorded", style="bold green")
+    if info.extends:
+        text.append(f"  extends {safe_text(info.extends)}", style="dim")
+    else:
+        text.append("  root policy", style="dim")
+    text.append("\n")
+    text.append(one_line(info.description, 600))
+    if info.changes:
+        text.append("\n")
+        text.append("changes ", style="dim")
+        for index, (key, parent, value) in enumerate(info.changes):
+            if index:
+                text.append(" · ", style="dim")
+            text.append(safe_text(key), style="cyan")
+            text.append(f" {one_line(change_value(parent), 40)} → ", style="")
+            text.append(one_line(change_value(value), 40), style="bold")
+    return text
+
+
+class PoliciesLoaded(Message):
+    def __init__(self, policies: list[PolicyInfo]) -> None:
+        super().__init__()
+        self.policies = policies
+
+
+class PoliciesFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class PolicyPicker(ModalScreen[ReplayChoice | None]):
+    """Pick a policy version to replay the open assembly under."""
+
+    BINDINGS = [
+        Binding("enter", "choose", "Replay under version", show=False),
+        Binding("a", "focus_against", "Diff against…"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(self, assembly_id: str, recorded_version: str | None) -> None:
+        super().__init__()
+        self.assembly_id = assembly_id
+        self.recorded_version = recorded_version
+        self.policies: list[PolicyInfo] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="replay-dialog"):
+            title = Text()
+            title.append("Replay ", style="bold")
+            title.append(safe_text(self.assembly_id), style="bold")
+            if self.recorded_version:
+                title.append(f"  (recorded under {safe_text(self.recorded_version)})", style="dim")
+            yield Static(title, classes="dialog-title")
+            versions = OptionList(id="policy-versions", markup=False)
+            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
+            yield versions
+            with Horizontal(id="against-row"):
+                yield Label("diff against (side A)", id="against-label")
+                yield Select[str](
+                    [(self._recorded_label(), RECORDED)],
+                    value=RECORDED,
+                    allow_blank=False,
+                    id="against",
+                    compact=True,
+                )
+            yield Static(
+                "enter: replay under the highlighted version (side B) · a / tab: choose side A · esc: cancel",
+                id="replay-hint",
+                markup=False,
+            )
+
+    def _recorded_label(self) -> str:
+        return f"the recorded assembly ({self.recorded_version or '?'})"
+
+    def on_mount(self) -> None:
+        self.query_one("#policy-versions", OptionList).focus()
+        self.load_policies()
+
+    @work(thread=True, exclusive=True, group="policies")
+    def load_policies(self) -> None:
+        try:
+            registry = self.app.registry()  # type: ignore[attr-defined]
+            policies = []
+            for version in registry.versions():
+                policy = registry.get(version)
+                changes = [(c.key, c.parent, c.value) for c in registry.changes(version)]
+                policies.append(
+                    PolicyInfo(version, registry.description(version), policy.extends, changes)
+                )
+        except ContextlensError as err:
+            self.post_message(PoliciesFailed(str(err)))
+            return
+        self.post_message(PoliciesLoaded(policies))
+
+    def on_policies_loaded(self, message: PoliciesLoaded) -> None:
+        self.policies = message.policies
+        versions = self.query_one("#policy-versions", OptionList)
+        versions.clear_options()
+        options: list[Option | None] = []
+        for index, policy in enumerate(self.policies):
+            if index:
+                options.append(None)  # a separator line between versions
+            options.append(Option(policy_prompt(policy, self.recorded_version), id=f"policy-{policy.version}"))
+        versions.add_options(options)
+        names = [p.version for p in self.policies]
+        start = self.recorded_version if self.recorded_version in names else (names or [None])[0]
+        if start is not None:
+            versions.highlighted = versions.get_option_index(f"policy-{start}")
+        against = self.query_one("#against", Select)
+        against.set_options(
+            [(self._recorded_label(), RECORDED)]
+            + [(f"a replay under {safe_text(v)}", v) for v in names]
+        )
+        against.value = RECORDED
+
+    def on_policies_failed(self, message: PoliciesFailed) -> None:
+        versions = self.query_one("#policy-versions", OptionList)
+        versions.clear_options()
+        versions.add_option(
+            Option(Text(f"Cannot load the policies: {safe_text(message.error)}", style="bold red"),
+                   disabled=True)
+        )
+        self.add_class("-failed")
+
+    @on(OptionList.OptionSelected, "#policy-versions")
+    def version_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self._choose(event.option.id)
+
+    @on(Select.Changed, "#against")
+    def against_changed(self, _event: Select.Changed) -> None:
+        # back to the versions: enter there replays
+        if self.policies:
+            self.query_one("#policy-versions", OptionList).focus()
+
+    def highlighted_version(self) -> str | None:
+        versions = self.query_one("#policy-versions", OptionList)
+        option = versions.highlighted_option
+        return self._version_of(option.id if option is not None else None)
+
+    def _version_of(self, option_id: str | None) -> str | None:
+        if option_id is None or not option_id.startswith("policy-"):
+            return None
+        return option_id.removeprefix("policy-")
+
+    def _choose(self, option_id: str | None) -> None:
+        version = self._version_of(option_id)
+        if version is None:
+            return
+        against = self.query_one("#against", Select).value
+        against = against if isinstance(against, str) else RECORDED
+        self.dismiss(ReplayChoice(version, against))
+
+    def action_choose(self) -> None:
+        versions = self.query_one("#policy-versions", OptionList)
+        option = versions.highlighted_option
+        self._choose(option.id if option is not None else None)
+
+    def action_focus_against(self) -> None:
+        self.query_one("#against", Select).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

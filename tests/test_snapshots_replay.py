@@ -1,0 +1,44 @@
+"""SVG snapshots of replay and diff on the committed sample, at a fixed terminal size.
+
+The app is built as the command line builds it; every snapshot waits for the workers, so
+the settled screen is captured. Regenerate with
+``pytest tests/test_snapshots_replay.py --snapshot-update`` and look at the SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_app_replay import first_assembly, keys_then_settle
+
+from inspector.app import ContextLensApp
+
+SIZE = (140, 40)
+
+
+def test_policy_picker(snap_compare: Any, sample_db: Path) -> None:
+    """r on a v5 incident request: every version, the recorded one marked and highlighted."""
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    assert snap_compare(app, terminal_size=SIZE, run_before=keys_then_settle("r"))
+
+
+def test_diff_incident_under_v4(snap_compare: Any, sample_db: Path) -> None:
+    """The incident: recorded v5 against a replay under v4 (the calendar memory turns into
+    a stale marker), changes only, the calendar memory (the last change) explained on both
+    sides."""
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    assert snap_compare(
+        app, terminal_size=SIZE, run_before=keys_then_settle("r", "up", "enter", "end")
+    )
+
+
+def test_diff_all_records(snap_compare: Any, sample_db: Path) -> None:
+    """The same diff with the unchanged records shown (f)."""
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    assert snap_compare(
+        app, terminal_size=SIZE, run_before=keys_then_settle("r", "up", "enter", "f")
+    )
