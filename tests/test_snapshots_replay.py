@@ -42,3 +42,20 @@ def test_diff_all_records(snap_compare: Any, sample_db: Path) -> None:
     assert snap_compare(
         app, terminal_size=SIZE, run_before=keys_then_settle("r", "up", "enter", "f")
     )
+
+
+def test_diff_safety_first(snap_compare: Any, sample_db: Path, tmp_path: Path) -> None:
+    """The participant-visibility story under a test policy without isolation: the safety
+    block leads, and the safety rows lead the table."""
+    import shutil
+
+    from test_app_replay import PERMISSIVE
+
+    from replay.policy import bundled_policies_dir
+
+    for path in bundled_policies_dir().glob("*.toml"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "v7.toml").write_text(PERMISSIVE, encoding="utf-8")
+    assembly = first_assembly(sample_db, "scenario:participant_visibility")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly, policies_dir=tmp_path)
+    assert snap_compare(app, terminal_size=SIZE, run_before=keys_then_settle("r", "end", "enter"))
