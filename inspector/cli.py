@@ -138,19 +138,31 @@ format_option = click.option(
 )
 
 
-def _run_app(path: str | None, reveal: bool, assembly: str | None, fmt: str | None = None) -> None:
+def _run_app(
+    path: str | None,
+    reveal: bool,
+    assembly: str | None,
+    fmt: str | None = None,
+    policies_dir: str | None = None,
+) -> None:
     db = resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)
+    if policies_dir:  # fail on a bad registry before the screen takes over
+        from replay.policy import load_registry
+
+        load_registry(policies_dir)
     from .app import ContextLensApp
 
-    ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly).run()
+    kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
+    ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs).run()
 
 
 @cli.command("open")
 @click.argument("path", required=False)
 @click.option("--assembly", metavar="ID", help="Open this assembly directly.")
 @format_option
+@click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
 @reveal_option
-def open_cmd(path: str | None, assembly: str | None, fmt: str | None, reveal: bool) -> None:
+def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_dir: str | None, reveal: bool) -> None:
     """Open the inspector on PATH: an export folder, a store file or a transcript
     (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
     if assembly:
@@ -159,7 +171,7 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, reveal: bo
 
         with Store.open(resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)) as store:
             store.assembly(assembly)
-    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt)
+    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir)
 
 
 @cli.command()

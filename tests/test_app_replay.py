@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_app import run_async, screen_text
-from textual.worker import WorkerCancelled, WorkerError, WorkerState
+from test_app import run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -40,25 +39,6 @@ audit_only_excluded = false
 [privacy]
 raw_blocked_classes = []
 '''
-
-
-async def settle(pilot: Any) -> None:
-    """Wait until no worker runs and every message they posted has been handled.
-
-    A worker replaced by a newer one of its exclusive group ends cancelled, and one created
-    but not yet started cannot be awaited: both are fine here, the loop looks again."""
-    app = pilot.app
-    for _ in range(50):
-        try:
-            await app.workers.wait_for_complete()
-        except (WorkerCancelled, WorkerError):
-            pass
-        await pilot.pause()
-        if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
-            await pilot.pause()
-            if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
-                return
-    raise AssertionError("the app's workers never settled")
 
 
 def keys_then_settle(*keys: str) -> Any:

@@ -10,20 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from test_app import settle
+
 from inspector.app import ContextLensApp
 
 SIZE = (140, 40)
-
-
-async def settle(pilot: Any) -> None:
-    """Wait until no worker runs and what they posted has been handled."""
-    for _ in range(20):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in pilot.app.workers):
-            await pilot.pause()
-            if not any(w.is_running for w in pilot.app.workers):
-                return
 
 
 def first_assembly(db: Path, expr: str) -> str:
