@@ -505,7 +505,7 @@ def _cols_of(table: str, alias: str = "") -> str:
     return ", ".join(f"{prefix}{q(c)}" for c in TABLES[table].column_names)
 
 
-class Store:
+class Store(__import__(__package__ + ".store_lint", fromlist=["LintQueries"]).LintQueries):
     """A read-mostly view over one store file. Thread-safe: calls are serialised."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:

@@ -1,0 +1,443 @@
+"""The lint queries of the store (``replay/lint.py`` turns their rows into findings).
+
+``LintQueries`` is a mixin of :class:`ingest.store.Store`: every method runs one
+parameterised, columnar SQL query through ``self._arrow`` and returns an Arrow table; no
+Python loop over records. User text (the filter) only reaches SQL as bound parameters.
+
+Safety invariants (``safety_violations``) hold over recorded assemblies of any source:
+an included record must not be
+
+- on a branch off the assembly's lineage (``sibling_branch``): the lineage is the assembly's
+  branch and its ancestors, each ancestor only up to the fork time of the child it was left
+  by (the fork message's ``created_at``, else the child branch's ``created_at``), computed
+  with a recursive CTE over ``branches``. Conversation-scoped memories are exempt (a
+  conversation-wide fact may fill in from another branch);
+- another participant's ``participant_private`` record the requester is not ``shared_with``
+  (``foreign_private``); a promotable memory of the requester's own subagent child run is
+  exempt (promoted child output);
+- ``audit_only`` (``audit_only_included``);
+- a memory superseded (its ``superseded_by``, or a memory whose ``supersedes`` names it) by a
+  replacement that existed at assembly time and was eligible (on the lineage or
+  conversation-scoped, not audit-only, not another participant's private record)
+  (``superseded_included``);
+- a memory rendered ``compact_memory`` (as a current fact) after its ``stale_after``
+  (``stale_as_current``);
+- a raw body of a restricted privacy class rendered ``verbatim`` or ``rehydrated_raw``
+  (``restricted_raw_sent``).
+
+Transcript rules (``unanswered_tool_calls``, ``result_placement``, ``serial_read_only_calls``,
+``memory_tool_calls``) read the execution graph: model runs grouped in chains (one chain per
+branch and subagent), tool calls, artifacts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from .contract import RESTRICTED_PRIVACY
+from .filters import AssemblyFilter, filter_sql, parse_filter
+
+__all__ = ["LintQueries", "RESULT_PLACEMENT_COLUMNS"]
+
+# extra tool_artifacts columns written by the transcript adapters (not in the contract)
+RESULT_PLACEMENT_COLUMNS: tuple[str, ...] = ("result_message_key", "result_after_text")
+
+_UTC = "strftime(({e}) AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S UTC')"
+
+
+def _utc(expr: str) -> str:
+    return _UTC.format(e=expr)
+
+
+def _where(flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
+    if isinstance(flt, str):
+        flt = parse_filter(flt)
+    return filter_sql(flt)
+
+
+# The included records of the selected assemblies, with what the invariants need to know
+# about each record: branch, creation time, scope, owner, shared_with.
+_INCLUDED = """
+sel AS (
+    SELECT a.export_id, a.assembly_id, a.conversation_id AS asm_conversation,
+           a.branch_id AS asm_branch, a.participant_id AS requester, a.assembled_at
+    FROM context_assemblies a
+    JOIN (SELECT export_id, assembly_id FROM assembly_summary WHERE {where}) s
+      ON s.export_id = a.export_id AND s.assembly_id = a.assembly_id
+),
+inc AS (
+    SELECT r.export_id, r.assembly_id, r.record_kind, r.record_id, r.rendering,
+           s.asm_conversation, s.asm_branch, s.requester, s.assembled_at
+    FROM assembly_records r
+    JOIN sel s ON s.export_id = r.export_id AND s.assembly_id = r.assembly_id
+    WHERE r.decision = 'included'
+),
+x AS (
+    SELECT i.*, m.branch_id AS rec_branch, m.created_at AS rec_at,
+           m.visibility_scope AS scope, m.participant_id AS owner, m.model_run_id AS owner_run,
+           []::VARCHAR[] AS shared_with, NULL::VARCHAR AS privacy_class,
+           NULL::TIMESTAMPTZ AS stale_after, false AS promotable
+    FROM inc i JOIN messages m
+      ON i.record_kind = 'message' AND m.export_id = i.export_id AND m.message_id = i.record_id
+    UNION ALL
+    SELECT i.*, t.branch_id, t.created_at, t.visibility_scope, t.owner_participant_id,
+           t.owner_model_run_id, coalesce(t.shared_with, []::VARCHAR[]), t.privacy_class,
+           NULL::TIMESTAMPTZ, false
+    FROM inc i JOIN tool_artifacts t
+      ON i.record_kind = 'tool_artifact' AND t.export_id = i.export_id AND t.artifact_id = i.record_id
+    UNION ALL
+    SELECT i.*, t.branch_id, t.created_at, t.visibility_scope, t.owner_participant_id,
+           t.owner_model_run_id, []::VARCHAR[], t.privacy_class, t.stale_after,
+           (t.promotion_policy = 'auto' OR (t.promotion_policy = 'explicit' AND t.promoted))
+    FROM inc i JOIN tool_memories t
+      ON i.record_kind = 'tool_memory' AND t.export_id = i.export_id AND t.memory_id = i.record_id
+    UNION ALL
+    SELECT i.*, r.branch_id, c.requested_at, NULL::VARCHAR, NULL::VARCHAR, c.model_run_id,
+           []::VARCHAR[], NULL::VARCHAR, NULL::TIMESTAMPTZ, false
+    FROM inc i JOIN tool_calls c
+      ON i.record_kind = 'tool_call' AND c.export_id = i.export_id AND c.tool_call_id = i.record_id
+    LEFT JOIN model_runs r ON r.export_id = c.export_id AND r.model_run_id = c.model_run_id
+),
+bfork AS (
+    SELECT b.export_id, b.branch_id, b.parent_branch_id,
+           coalesce(m.created_at, b.created_at) AS fork_at
+    FROM branches b
+    LEFT JOIN messages m ON m.export_id = b.export_id AND m.message_id = b.fork_message_id
+),
+lin(export_id, root, branch_id, next_branch, next_cut, cutoff, depth) AS (
+    SELECT f.export_id, f.branch_id, f.branch_id, f.parent_branch_id, f.fork_at,
+           NULL::TIMESTAMPTZ, 0
+    FROM bfork f
+    JOIN (SELECT DISTINCT export_id, asm_branch FROM sel) ab
+      ON ab.export_id = f.export_id AND ab.asm_branch = f.branch_id
+    UNION ALL
+    SELECT l.export_id, l.root, f.branch_id, f.parent_branch_id, f.fork_at,
+           CASE WHEN l.cutoff IS NULL OR l.next_cut < l.cutoff THEN l.next_cut ELSE l.cutoff END,
+           l.depth + 1
+    FROM lin l JOIN bfork f ON f.export_id = l.export_id AND f.branch_id = l.next_branch
+    WHERE l.depth < 100000
+),
+xl AS (
+    SELECT x.*, l.branch_id IS NOT NULL AS on_lineage_branch, l.cutoff
+    FROM x LEFT JOIN lin l
+      ON l.export_id = x.export_id AND l.root = x.asm_branch AND l.branch_id = x.rec_branch
+)
+"""
+
+_SAFETY = """
+SELECT 'sibling_branch' AS invariant, export_id, assembly_id, record_kind, record_id,
+       CASE WHEN on_lineage_branch
+            THEN 'created ' || {rec_at} || ' on ancestor branch ' || rec_branch
+                 || ', after the fork at ' || {cutoff} || ': not on the lineage of ' || asm_branch
+            ELSE 'on branch ' || rec_branch || ', which is not on the lineage of the assembly''s branch '
+                 || asm_branch END AS detail
+FROM xl
+WHERE rec_branch IS NOT NULL
+  AND NOT (record_kind = 'tool_memory' AND scope = 'conversation')
+  AND (NOT on_lineage_branch OR (cutoff IS NOT NULL AND rec_at > cutoff))
+UNION ALL
+SELECT 'foreign_private', xl.export_id, xl.assembly_id, xl.record_kind, xl.record_id,
+       'participant_private to ' || xl.owner || ', sent to ' || xl.requester
+       || CASE WHEN len(xl.shared_with) > 0
+               THEN ' (shared only with ' || array_to_string(xl.shared_with, ', ') || ')'
+               ELSE ' (shared with nobody)' END
+FROM xl
+LEFT JOIN model_runs cr ON cr.export_id = xl.export_id AND cr.model_run_id = xl.owner_run
+LEFT JOIN model_runs pr ON pr.export_id = cr.export_id AND pr.model_run_id = cr.parent_model_run_id
+WHERE xl.scope = 'participant_private' AND xl.owner IS NOT NULL AND xl.owner <> xl.requester
+  AND NOT list_contains(xl.shared_with, xl.requester)
+  AND NOT (xl.record_kind = 'tool_memory' AND xl.promotable
+           AND cr.runtime_kind = 'subagent_child' AND pr.participant_id = xl.requester)
+UNION ALL
+SELECT 'audit_only_included', export_id, assembly_id, record_kind, record_id,
+       'audit-only record sent to ' || requester
+FROM xl WHERE scope = 'audit_only'
+UNION ALL
+SELECT 'superseded_included', s.export_id, s.assembly_id, s.record_kind, s.record_id,
+       'superseded by ' || min(newer) || ' (created ' || {newer_at} || '), which existed at the assembly ('
+       || {asm_at} || ')'
+FROM (
+    SELECT o.*, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
+           n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner
+    FROM xl o
+    JOIN tool_memories old ON o.record_kind = 'tool_memory' AND old.export_id = o.export_id
+                          AND old.memory_id = o.record_id
+    JOIN tool_memories n ON n.export_id = old.export_id AND n.memory_id = old.superseded_by
+    UNION ALL
+    SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id
+    FROM xl o
+    JOIN (SELECT export_id, memory_id, created_at, branch_id, visibility_scope,
+                 owner_participant_id, unnest(supersedes) AS old_id FROM tool_memories) n
+      ON o.record_kind = 'tool_memory' AND n.export_id = o.export_id AND n.old_id = o.record_id
+) s
+LEFT JOIN lin nl ON nl.export_id = s.export_id AND nl.root = s.asm_branch AND nl.branch_id = s.newer_branch
+WHERE s.newer <> s.record_id AND s.newer_at <= s.assembled_at
+  AND s.newer_scope <> 'audit_only'
+  AND NOT (s.newer_scope = 'participant_private' AND s.newer_owner IS NOT NULL
+           AND s.newer_owner <> s.requester)
+  AND (s.newer_scope = 'conversation'
+       OR (nl.branch_id IS NOT NULL AND (nl.cutoff IS NULL OR s.newer_at <= nl.cutoff)))
+GROUP BY s.export_id, s.assembly_id, s.record_kind, s.record_id, s.assembled_at
+UNION ALL
+SELECT 'stale_as_current', export_id, assembly_id, record_kind, record_id,
+       'rendered compact_memory (a current fact) at ' || {asm_at2} || ', stale since '
+       || {stale} FROM xl
+WHERE record_kind = 'tool_memory' AND rendering = 'compact_memory'
+  AND stale_after IS NOT NULL AND stale_after < assembled_at
+UNION ALL
+SELECT 'restricted_raw_sent', export_id, assembly_id, record_kind, record_id,
+       'raw ' || privacy_class || ' body sent (rendering ' || rendering || ')'
+FROM xl
+WHERE record_kind = 'tool_artifact' AND privacy_class IN (SELECT unnest(?::VARCHAR[]))
+  AND rendering IN ('verbatim', 'rehydrated_raw')
+"""
+
+# Model runs in chains: one chain per conversation branch and subagent; the next request
+# of a run is the following run of its chain.
+_RUNS = """
+runs AS (
+    SELECT r.export_id, r.model_run_id, r.conversation_id, r.branch_id, r.parent_model_run_id,
+           r.runtime_kind, r.participant_id, r.started_at, r.trigger_message_id,
+           lead(r.model_run_id) OVER w AS next_run,
+           lead(r.started_at) OVER w AS next_started
+    FROM model_runs r
+    WHERE {scope}
+    WINDOW w AS (PARTITION BY r.export_id, r.conversation_id, r.branch_id,
+                              coalesce(r.parent_model_run_id, ''),
+                              CASE WHEN r.runtime_kind = 'subagent_child' THEN r.participant_id ELSE '' END
+                 ORDER BY r.started_at, r.model_run_id)
+),
+run_msg AS (
+    SELECT export_id, model_run_id, min(message_id) AS message_id FROM messages
+    WHERE role = 'assistant' AND model_run_id IS NOT NULL GROUP BY ALL
+),
+run_asm AS (
+    SELECT export_id, model_run_id, min(assembly_id) AS assembly_id FROM context_assemblies
+    GROUP BY ALL
+)
+"""
+
+_SCOPE = (
+    "(r.export_id, r.conversation_id) IN (SELECT export_id, conversation_id FROM assembly_summary "
+    "WHERE {where})"
+)
+
+
+class LintQueries:
+    """Lint SQL; mixed into ``Store`` (which provides ``_arrow``)."""
+
+    def _arrow(self, sql: str, params: Iterable[Any] = ()) -> pa.Table:  # pragma: no cover
+        raise NotImplementedError
+
+    # ---- schema
+    def table_columns(self, table: str) -> list[str]:
+        """Column names of a store table (empty if the table does not exist)."""
+        t = self._arrow(
+            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? "
+            "ORDER BY column_index",
+            [table],
+        )
+        return [str(v) for v in t.column("column_name").to_pylist()]
+
+    def _run_scope(self, flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
+        where, params = _where(flt)
+        if where == "TRUE":
+            return "TRUE", []
+        return _SCOPE.format(where=where), params
+
+    # ---- safety invariants
+    def safety_violations(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """invariant, export_id, assembly_id, record_kind, record_id, detail: one row per
+        included record of a selected assembly that breaks a safety invariant, ordered."""
+        where, params = _where(flt)
+        sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
+            rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(s.newer_at)"),
+            asm_at=_utc("s.assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
+        )
+        sql = f"SELECT * FROM ({sql}) ORDER BY invariant, export_id, assembly_id, record_kind, record_id"
+        return self._arrow(sql, params + [sorted(RESTRICTED_PRIVACY)])
+
+    # ---- transcript rules
+    def unanswered_tool_calls(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """Tool calls (not deferred) without a result before the next request of their chain.
+
+        Columns: export_id, tool_call_id, tool_name, status, model_run_id, message_id (the
+        calling response), next_run (null when the chain ended), next_assembly_id,
+        answered_later (a result came, but after the next request)."""
+        scope, params = self._run_scope(flt)
+        sql = (
+            "WITH " + _RUNS.format(scope=scope) + """,
+            res AS (
+                SELECT export_id, tool_call_id, min(created_at) AS result_at
+                FROM tool_artifacts GROUP BY ALL
+            )
+            SELECT c.export_id, c.tool_call_id, c.tool_name, c.status, c.model_run_id,
+                   m.message_id, r.next_run, na.assembly_id AS next_assembly_id,
+                   coalesce(res.result_at, c.completed_at) IS NOT NULL AS answered_later
+            FROM tool_calls c
+            JOIN runs r ON r.export_id = c.export_id AND r.model_run_id = c.model_run_id
+            LEFT JOIN res ON res.export_id = c.export_id AND res.tool_call_id = c.tool_call_id
+            LEFT JOIN run_msg m ON m.export_id = c.export_id AND m.model_run_id = c.model_run_id
+            LEFT JOIN run_asm na ON na.export_id = r.export_id AND na.model_run_id = r.next_run
+            WHERE c.status <> 'deferred'
+              AND (coalesce(res.result_at, c.completed_at) IS NULL
+                   OR (r.next_run IS NOT NULL AND coalesce(res.result_at, c.completed_at) > r.next_started))
+            ORDER BY c.export_id, c.model_run_id, c.tool_call_id
+            """
+        )
+        return self._arrow(sql, params)
+
+    def result_placement(self, flt: AssemblyFilter | str | None = None) -> pa.Table | None:
+        """Where the results of each response's calls were placed; None when tool_artifacts
+        lacks the adapters' extra columns (``result_message_key``, ``result_after_text``).
+
+        Columns: problem ('split' | 'after_text'), export_id, model_run_id, message_id,
+        record_kind, record_id, tool_names (list), message_keys (list), calls (int)."""
+        cols = set(self.table_columns("tool_artifacts"))
+        if not set(RESULT_PLACEMENT_COLUMNS) <= cols:
+            return None
+        scope, params = self._run_scope(flt)
+        sql = (
+            "WITH " + _RUNS.format(scope=scope) + """,
+            arts AS (
+                SELECT a.export_id, a.artifact_id, a.tool_call_id, c.tool_name, c.model_run_id,
+                       a.result_message_key::VARCHAR AS mkey,
+                       a.result_after_text::BOOLEAN AS after_text
+                FROM tool_artifacts a
+                JOIN tool_calls c ON c.export_id = a.export_id AND c.tool_call_id = a.tool_call_id
+                JOIN runs r ON r.export_id = c.export_id AND r.model_run_id = c.model_run_id
+                WHERE a.result_message_key IS NOT NULL
+            )
+            SELECT 'split' AS problem, g.export_id, g.model_run_id, m.message_id,
+                   'tool_call' AS record_kind, g.first_call AS record_id, g.tool_names,
+                   g.message_keys, g.calls
+            FROM (
+                SELECT export_id, model_run_id, min(tool_call_id) AS first_call,
+                       list(tool_name ORDER BY tool_call_id) AS tool_names,
+                       list_sort(list(DISTINCT mkey)) AS message_keys, count(*) AS calls
+                FROM arts GROUP BY export_id, model_run_id HAVING count(DISTINCT mkey) > 1
+            ) g
+            LEFT JOIN run_msg m ON m.export_id = g.export_id AND m.model_run_id = g.model_run_id
+            UNION ALL
+            SELECT 'after_text', a.export_id, a.model_run_id, m.message_id, 'tool_artifact',
+                   a.artifact_id, [a.tool_name], [a.mkey], 1
+            FROM arts a
+            LEFT JOIN run_msg m ON m.export_id = a.export_id AND m.model_run_id = a.model_run_id
+            WHERE a.after_text
+            ORDER BY 1, 2, 3, 6
+            """
+        )
+        return self._arrow(sql, params)
+
+    def serial_read_only_calls(
+        self,
+        read_only_names: list[str],
+        read_only_prefixes: list[str],
+        min_streak: int = 3,
+        flt: AssemblyFilter | str | None = None,
+    ) -> pa.Table:
+        """Streaks of ``min_streak`` or more consecutive requests of one chain, each issuing
+        exactly one read-only call, where no call's string arguments appear in the result
+        preview of the call before it and no user message came in between.
+
+        A tool name is read-only when its last segment (after ``.``, ``__``, ``/`` or ``:``),
+        lowercased, is in ``read_only_names`` or starts with one of ``read_only_prefixes``.
+        Columns: export_id, first_call, calls (list of "tool(args)"), run_ids (list),
+        message_id (first response), assembly_ids (list)."""
+        scope, params = self._run_scope(flt)
+        sql = (
+            "WITH " + _RUNS.format(scope=scope) + """,
+            one AS (
+                SELECT c.export_id, c.model_run_id, count(*) AS n, min(c.tool_call_id) AS call_id,
+                       min(c.tool_name) AS tool_name, min(c.arguments_json) AS args
+                FROM tool_calls c GROUP BY c.export_id, c.model_run_id
+            ),
+            prev AS (
+                SELECT export_id, tool_call_id, string_agg(result_preview, ' ') AS preview
+                FROM tool_artifacts GROUP BY ALL
+            ),
+            seq AS (
+                SELECT r.export_id, r.model_run_id, r.started_at, r.trigger_message_id,
+                       r.conversation_id, r.branch_id,
+                       coalesce(r.parent_model_run_id, '') AS parent_key,
+                       CASE WHEN r.runtime_kind = 'subagent_child' THEN r.participant_id ELSE '' END
+                           AS child_key,
+                       o.call_id, o.tool_name, o.args,
+                       coalesce(coalesce(o.n, 0) = 1 AND (
+                           list_contains(?::VARCHAR[], o.base)
+                           OR len(list_filter(?::VARCHAR[], lambda p: starts_with(o.base, p))) > 0
+                       ), false) AS ro,
+                       regexp_extract_all(coalesce(o.args, ''), ':\\s*"([^"]{4,})"', 1) AS arg_strings
+                FROM runs r
+                LEFT JOIN (SELECT *, lower(list_last(string_split_regex(tool_name, '\\.|__|/|:'))) AS base
+                           FROM one) o
+                  ON o.export_id = r.export_id AND o.model_run_id = r.model_run_id
+            ),
+            lagged AS (
+                SELECT s.*,
+                       lag(s.ro) OVER w AS prev_ro,
+                       lag(s.call_id) OVER w AS prev_call,
+                       lag(s.trigger_message_id) OVER w AS prev_trigger
+                FROM seq s
+                WINDOW w AS (PARTITION BY s.export_id, s.conversation_id, s.branch_id, s.parent_key,
+                                          s.child_key ORDER BY s.started_at, s.model_run_id)
+            ),
+            linked AS (
+                SELECT l.*,
+                       CASE WHEN l.ro AND coalesce(l.prev_ro, false)
+                                 AND l.trigger_message_id IS NOT DISTINCT FROM l.prev_trigger
+                                 AND len(list_filter(l.arg_strings,
+                                         lambda v: contains(coalesce(p.preview, ''), v))) = 0
+                            THEN 0 ELSE 1 END AS brk
+                FROM lagged l
+                LEFT JOIN prev p ON p.export_id = l.export_id AND p.tool_call_id = l.prev_call
+            ),
+            grouped AS (
+                SELECT *, sum(brk) OVER (PARTITION BY export_id, conversation_id, branch_id,
+                                                      parent_key, child_key
+                                         ORDER BY started_at, model_run_id
+                                         ROWS UNBOUNDED PRECEDING) AS grp
+                FROM linked WHERE TRUE
+            )
+            SELECT g.export_id, min(g.call_id ORDER BY g.started_at, g.model_run_id) AS first_call,
+                   list(g.tool_name || '(' || CASE WHEN length(g.args) > 80
+                        THEN left(g.args, 79) || '…' ELSE g.args END || ')'
+                        ORDER BY g.started_at, g.model_run_id) AS calls,
+                   list(g.model_run_id ORDER BY g.started_at, g.model_run_id) AS run_ids,
+                   min(m.message_id) FILTER (WHERE g.brk = 1) AS message_id,
+                   list(a.assembly_id ORDER BY g.started_at, g.model_run_id) AS assembly_ids
+            FROM grouped g
+            LEFT JOIN run_msg m ON m.export_id = g.export_id AND m.model_run_id = g.model_run_id
+            LEFT JOIN run_asm a ON a.export_id = g.export_id AND a.model_run_id = g.model_run_id
+            WHERE g.ro
+            GROUP BY g.export_id, g.conversation_id, g.branch_id, g.parent_key, g.child_key, g.grp
+            HAVING count(*) >= ?
+            ORDER BY 1, 2
+            """
+        )
+        return self._arrow(
+            sql, params + [list(read_only_names), list(read_only_prefixes), int(min_streak)]
+        )
+
+    def memory_tool_calls(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """Candidate memory-tool calls (checked in Python by the lint): calls named
+        ``memory`` (last name segment) or whose arguments mention ``/memories`` or an
+        encoded form of it together with a ``command``. Columns: export_id, tool_call_id,
+        tool_name, arguments_json, model_run_id, message_id."""
+        scope, params = self._run_scope(flt)
+        sql = (
+            "WITH " + _RUNS.format(scope=scope) + """
+            SELECT c.export_id, c.tool_call_id, c.tool_name, c.arguments_json, c.model_run_id,
+                   m.message_id
+            FROM tool_calls c
+            JOIN runs r ON r.export_id = c.export_id AND r.model_run_id = c.model_run_id
+            LEFT JOIN run_msg m ON m.export_id = c.export_id AND m.model_run_id = c.model_run_id
+            WHERE lower(list_last(string_split_regex(c.tool_name, '\\.|__|/|:'))) = 'memory'
+               OR (contains(c.arguments_json, '"command"')
+                   AND regexp_matches(lower(c.arguments_json), 'memories'))
+            ORDER BY c.export_id, c.tool_call_id
+            """
+        )
+        return self._arrow(sql, params)
