@@ -66,6 +66,8 @@ class _TableSink:
         self.part_rows = 0
 
     def write(self, table: pa.Table) -> None:
+        if not self.parts:
+            self.schema = table.schema  # the contract's, plus declared extra columns
         if self.writer is None or self.part_rows >= PART_ROWS:
             if self.writer is not None:
                 self.writer.close()
@@ -90,13 +92,16 @@ class _TableSink:
         return [str(p.relative_to(self.root)) for p in self.parts]
 
 
-def conform(name: str, data: Any) -> pa.Table:
+def conform(name: str, data: Any, extra: dict[str, pa.DataType] | None = None) -> pa.Table:
     """Turn dicts or Arrow data into a table of exactly the contract's schema for ``name``.
 
-    Extra columns are an error here (a producer using our writer writes the contract);
-    a reader of exports keeps extra columns it finds.
+    Extra columns are an error here (a producer using our writer writes the contract),
+    unless declared in ``extra`` (name -> Arrow type; appended after the contract's
+    columns); a reader of exports keeps extra columns it finds.
     """
     schema = TABLES[name].arrow_schema
+    if extra:
+        schema = pa.schema(list(schema) + [pa.field(k, t) for k, t in extra.items()])
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
@@ -148,10 +153,15 @@ class ExportWriter:
         self._closed = False
 
     # -- data
-    def write(self, name: str, data: Iterable[dict[str, Any]] | pa.Table | pa.RecordBatch) -> None:
+    def write(
+        self,
+        name: str,
+        data: Iterable[dict[str, Any]] | pa.Table | pa.RecordBatch,
+        extra: dict[str, pa.DataType] | None = None,
+    ) -> None:
         if name not in TABLES:
             raise ContextlensError(f"unknown table {name!r}")
-        table = conform(name, data)
+        table = conform(name, data, extra)
         sink = self._sinks.setdefault(name, _TableSink(self.tmp, name))
         sink.write(table)
 

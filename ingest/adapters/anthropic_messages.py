@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from .claude_code import recorded_input
-from .common import EPOCH, AdaptResult, Builder, Rec, as_text, blocks_text, canonical_json, iter_jsonl, parse_ts
+from .common import (
+    EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, canonical_json, iter_jsonl,
+    parse_ts,
+)
 from .tokens import TokenEstimator
 
 FORMAT = "anthropic-messages"
@@ -236,7 +239,8 @@ def _records(
             b.bump("parallel_groups")
         return out
     texts: list[str] = []
-    for x in blocks:
+    text_before = False  # text came before this block in the message
+    for i, x in enumerate(blocks):
         if isinstance(x, dict) and x.get("type") == "tool_result":
             use_id = x.get("tool_use_id")
             tid = conv.tool_ids.get(use_id) if isinstance(use_id, str) else None
@@ -245,11 +249,13 @@ def _records(
                 b.warn(f"{label}: tool_result for unknown tool_use {x.get('tool_use_id')!r}; kept as text")
                 texts.append(body)
                 continue
-            out.append(b.tool_result(tid, body, bool(x.get("is_error")), t))
+            out.append(b.tool_result(tid, body, bool(x.get("is_error")), t,
+                                     placement=Placement(label, i, text_before)))
         else:
             s = blocks_text([x])
             if s:
                 texts.append(s)
+                text_before = text_before or bool(s.strip())
     if texts or not out:
         rec = b.message(cid, "user" if role != "system" else "system", "\n".join(texts), t,
                         participant_id=b.user_of[cid] if role != "system" else None)

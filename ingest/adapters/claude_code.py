@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import EPOCH, AdaptResult, Builder, Rec, after, as_text, blocks_text, iter_jsonl, parse_ts
+from .common import (
+    EPOCH, AdaptResult, Builder, Placement, Rec, after, as_text, blocks_text, iter_jsonl, parse_ts,
+)
 from .tokens import TokenEstimator
 
 FORMAT = "claude-code"
@@ -117,6 +119,11 @@ class _Stream:
         self.last_ts: dt.datetime = EPOCH
         self.first_ts: dt.datetime | None = None
         self.last_rec_ts: dt.datetime = EPOCH  # newest record of this stream
+        # the user turn since the last request: Claude Code writes each tool_result on its own
+        # line, and the API request joins the lines of one turn into one user message
+        self.turn_key: str | None = None
+        self.turn_blocks = 0
+        self.turn_text = False
         # a subagent's own transcript is private to it; only the Task result is shared
         self.visibility = "participant_private" if agent_id else "conversation"
         self.pid: str | None = None
@@ -215,6 +222,7 @@ class _Stream:
             row = self.b.rows["messages"][-1]
             req = _Request(rid, rec, row)
             self.requests[key] = req
+            self.turn_key, self.turn_blocks, self.turn_text = None, 0, False
             self.records.append(rec)
             self.last_run = rid
         run = self.b.run_row(req.run_id)
@@ -261,19 +269,25 @@ class _Stream:
         ts = self._ts(line)
         content = msg.get("content")
         texts: list[str] = []
-        results: list[dict[str, Any]] = []
+        results: list[tuple[dict[str, Any], Placement]] = []
+        if self.turn_key is None:
+            self.turn_key = f"{self.file_name} line {n}"
         if isinstance(content, list):
             for blk in content:
                 if isinstance(blk, dict) and blk.get("type") == "tool_result":
-                    results.append(blk)
+                    results.append((blk, Placement(self.turn_key, self.turn_blocks, self.turn_text)))
                 else:
                     t = blocks_text([blk])
                     if t:
                         texts.append(t)
+                        self.turn_text = self.turn_text or bool(t.strip())
+                self.turn_blocks += 1
         else:
             texts.append(as_text(content))
+            self.turn_text = self.turn_text or bool(texts[-1].strip())
+            self.turn_blocks += 1
         tur = line.get("toolUseResult")
-        for blk in results:
+        for blk, placement in results:
             use_id = blk.get("tool_use_id")
             tid = self.ctx.tool_ids.get(use_id) if isinstance(use_id, str) else None
             if tid is None:
@@ -285,7 +299,8 @@ class _Stream:
                 continue  # a second answer to the same call
             body = blocks_text(blk.get("content"))
             rec = self.b.tool_result(
-                tid, body, bool(blk.get("is_error")), ts, visibility=self.visibility
+                tid, body, bool(blk.get("is_error")), ts, visibility=self.visibility,
+                placement=placement,
             )
             self.last_rec_ts = max(self.last_rec_ts, self.b.call_row(tid)["completed_at"])
             self.records.append(rec)

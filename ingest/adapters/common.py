@@ -13,7 +13,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
+
+import pyarrow as pa
 
 from ..writer import ExportWriter
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
@@ -157,6 +159,25 @@ def first_lines(text: str, n: int = 3, width: int = 200) -> str:
 
 def short_hash(data: bytes, n: int = 10) -> str:
     return hashlib.sha256(data).hexdigest()[:n]
+
+
+# Extra tool_artifacts columns (not in the contract; ingest keeps them): where the result
+# was placed in the transcript, for the lint rule results_split_or_after_text.
+#   result_message_key  the transcript message that carried the result (results of one
+#                       response carried by two keys were split across messages)
+#   result_block_index  the result's position among the blocks of that message
+#   result_after_text   text came before the result in that message
+PLACEMENT_COLUMNS: dict[str, pa.DataType] = {
+    "result_message_key": pa.string(),
+    "result_block_index": pa.int64(),
+    "result_after_text": pa.bool_(),
+}
+
+
+class Placement(NamedTuple):
+    message_key: str
+    block_index: int
+    after_text: bool
 
 
 # --------------------------------------------------------------------------- result
@@ -423,8 +444,10 @@ class Builder:
         created_at: dt.datetime,
         content_type: str = "text/plain",
         visibility: str = "conversation",
+        placement: Placement | None = None,
     ) -> Rec:
-        """One artifact per tool result, and its mechanical compact memory."""
+        """One artifact per tool result, and its mechanical compact memory. ``placement``
+        says where the transcript put the result (the PLACEMENT_COLUMNS)."""
         call = self._calls[tool_call_id]
         run = self._runs.get(call["model_run_id"])
         status = "failed" if is_error else "succeeded"
@@ -462,6 +485,9 @@ class Builder:
                 "branch_id": branch,
                 "retention_class": "keep",
                 "created_at": call["completed_at"],
+                "result_message_key": placement.message_key if placement else None,
+                "result_block_index": placement.block_index if placement else None,
+                "result_after_text": placement.after_text if placement else None,
             },
         )
         summary = f"{tool} {status}, {human_size(len(raw))}, first lines: {first_lines(body) or '(empty)'}"
@@ -658,7 +684,8 @@ class Builder:
         ) as w:
             for table, rows in self.rows.items():
                 if rows:
-                    w.write(table, rows)
+                    extra = PLACEMENT_COLUMNS if table == "tool_artifacts" else None
+                    w.write(table, rows, extra=extra)
             for body in self.blobs.values():
                 w.add_blob(body)
         stats = dict(self.stats)

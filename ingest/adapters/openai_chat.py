@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import EPOCH, AdaptResult, Builder, Rec, as_text, blocks_text, iter_jsonl, parse_ts
+from .common import EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, iter_jsonl, parse_ts
 from .tokens import TokenEstimator
 
 FORMAT = "openai-chat"
@@ -148,13 +148,31 @@ def _conversation(
     calls: dict[str, str] = {}  # tool_call_id -> our tool_call id
     by_name: dict[str, list[str]] = {}  # legacy function_call: name -> pending calls
     last_user: str | None = None
+    # where results are placed: a run of consecutive tool messages is one "message" of
+    # results; text (user/system) after the calling assistant message comes before them
+    block_key: str | None = None
+    block_index = 0
+    text_since_call = False
     for i, m in enumerate(msgs):
         label = f"{path.name} {where} message {i}"
         if not _is_message(m):
             b.warn(f"{label}: not a chat message (no known role), skipped")
             continue
+        placement = None
+        if m["role"] in ("tool", "function"):
+            if block_key is None:
+                block_key, block_index = label, 0
+            placement = Placement(block_key, block_index, text_since_call)
+            block_index += 1
+        else:
+            block_key = None
+            if m["role"] == "assistant":
+                text_since_call = False
+            elif blocks_text(m.get("content")).strip():
+                text_since_call = True
         try:
-            last_user = _one(b, cid, m, label, records, calls, by_name, last_user, model, overhead, ts(m))
+            last_user = _one(b, cid, m, label, records, calls, by_name, last_user, model, overhead, ts(m),
+                             placement)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             b.warn(f"{label}: skipped ({type(err).__name__}: {err})")
 
@@ -171,6 +189,7 @@ def _one(
     model: str,
     overhead: int,
     t: dt.datetime,
+    placement: Placement | None = None,
 ) -> str | None:
     user = b.user_of[cid]
     role = m["role"]
@@ -244,5 +263,5 @@ def _one(
             b.warn(f"{label}: tool message answers no pending tool call ({ids or None!r}); kept as a tool message")
             records.append(b.message(cid, "tool", text, t, speaker_label=str(m.get("name") or "tool")))
             return last_user
-        records.append(b.tool_result(tid, text, _is_error(m, text), t))
+        records.append(b.tool_result(tid, text, _is_error(m, text), t, placement=placement))
     return last_user
