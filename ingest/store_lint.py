@@ -344,8 +344,11 @@ class LintQueries:
 
         A tool name is read-only when its last segment (after ``.``, ``__``, ``/`` or ``:``),
         lowercased, is in ``read_only_names`` or starts with one of ``read_only_prefixes``.
-        Columns: export_id, first_call, calls (list of "tool(args)"), run_ids (list),
-        message_id (first response), assembly_ids (list)."""
+        The preview is the first characters of a result only: callers may re-check a streak
+        against the full bodies (``storage_refs``/``sha256s``, per call, through
+        ``read_blob``). Columns: export_id, first_call, and per call in order: calls
+        ("tool(args)"), run_ids, call_ids, arg_strings (the argument values checked),
+        storage_refs, sha256s (of each call's result), message_ids, assembly_ids."""
         scope, params = self._run_scope(flt)
         sql = (
             "WITH " + _RUNS.format(scope=scope) + """,
@@ -355,7 +358,8 @@ class LintQueries:
                 FROM tool_calls c GROUP BY c.export_id, c.model_run_id
             ),
             prev AS (
-                SELECT export_id, tool_call_id, string_agg(result_preview, ' ') AS preview
+                SELECT export_id, tool_call_id, string_agg(result_preview, ' ') AS preview,
+                       min(storage_ref) AS storage_ref, min(sha256) AS sha256
                 FROM tool_artifacts GROUP BY ALL
             ),
             seq AS (
@@ -369,7 +373,10 @@ class LintQueries:
                            list_contains(?::VARCHAR[], o.base)
                            OR len(list_filter(?::VARCHAR[], lambda p: starts_with(o.base, p))) > 0
                        ), false) AS ro,
-                       regexp_extract_all(coalesce(o.args, ''), ':\\s*"([^"]{4,})"', 1) AS arg_strings
+                       list_concat(
+                           regexp_extract_all(coalesce(o.args, ''), ':\\s*"([^"]{4,})"', 1),
+                           regexp_extract_all(coalesce(o.args, ''), ':\\s*(-?[0-9]{3,})', 1)
+                       ) AS arg_strings
                 FROM runs r
                 LEFT JOIN (SELECT *, lower(list_last(string_split_regex(tool_name, '\\.|__|/|:'))) AS base
                            FROM one) o
@@ -385,7 +392,7 @@ class LintQueries:
                                           s.child_key ORDER BY s.started_at, s.model_run_id)
             ),
             linked AS (
-                SELECT l.*,
+                SELECT l.*, r.storage_ref, r.sha256,
                        CASE WHEN l.ro AND coalesce(l.prev_ro, false)
                                  AND l.trigger_message_id IS NOT DISTINCT FROM l.prev_trigger
                                  AND len(list_filter(l.arg_strings,
@@ -393,6 +400,7 @@ class LintQueries:
                             THEN 0 ELSE 1 END AS brk
                 FROM lagged l
                 LEFT JOIN prev p ON p.export_id = l.export_id AND p.tool_call_id = l.prev_call
+                LEFT JOIN prev r ON r.export_id = l.export_id AND r.tool_call_id = l.call_id
             ),
             grouped AS (
                 SELECT *, sum(brk) OVER (PARTITION BY export_id, conversation_id, branch_id,
@@ -406,7 +414,11 @@ class LintQueries:
                         THEN left(g.args, 79) || '…' ELSE g.args END || ')'
                         ORDER BY g.started_at, g.model_run_id) AS calls,
                    list(g.model_run_id ORDER BY g.started_at, g.model_run_id) AS run_ids,
-                   min(m.message_id) FILTER (WHERE g.brk = 1) AS message_id,
+                   list(g.call_id ORDER BY g.started_at, g.model_run_id) AS call_ids,
+                   list(g.arg_strings ORDER BY g.started_at, g.model_run_id) AS arg_strings,
+                   list(g.storage_ref ORDER BY g.started_at, g.model_run_id) AS storage_refs,
+                   list(g.sha256 ORDER BY g.started_at, g.model_run_id) AS sha256s,
+                   list(m.message_id ORDER BY g.started_at, g.model_run_id) AS message_ids,
                    list(a.assembly_id ORDER BY g.started_at, g.model_run_id) AS assembly_ids
             FROM grouped g
             LEFT JOIN run_msg m ON m.export_id = g.export_id AND m.model_run_id = g.model_run_id
