@@ -17,6 +17,7 @@ Dangling soft references are warnings, e.g. a memory whose source artifact is mi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -73,6 +74,7 @@ class TableSource:
     file_rows: list[int]
     columns: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type as found
     casts: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type to cast to
+    label: str = ""  # "export <folder>", the prefix of its errors
 
     @property
     def display(self) -> str:
@@ -192,7 +194,7 @@ def _table_source(root: Path, label: str, table: Table) -> TableSource:
                 raise ValidationError(
                     f"{label}: table {name}, file {rel_name}: missing required column {col}"
                 )
-    return TableSource(name, files, rel, hive, file_rows)
+    return TableSource(name, files, rel, hive, file_rows, label=label)
 
 
 # --------------------------------------------------------------------------- types
@@ -580,6 +582,109 @@ def _find_cycle(con: duckdb.DuckDBPyConnection, edges_sql: str, params: list) ->
     return path + [path[0]]
 
 
+# A record may be stamped a little after the export was written (clocks of two machines);
+# later than this, and later than the ingest itself, it is reported as in the future.
+FUTURE_TOLERANCE = dt.timedelta(days=1)
+# Timestamps no Python datetime can hold (e.g. nanoseconds written as microseconds)
+_MAX_TIME = "TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'"
+_MIN_TIME = "TIMESTAMPTZ '0001-01-01 00:00:00+00'"
+# Columns that name a time ahead by design
+_FUTURE_ALLOWED = {("tool_memories", "stale_after")}
+# (table, later column, earlier column): a row that ends before it starts contradicts itself
+_ROW_ORDER = (
+    ("tool_calls", "completed_at", "requested_at"),
+    ("model_runs", "ended_at", "started_at"),
+)
+# (table, column, parent table, parent key, parent time): created before the parent, a warning
+_PARENT_ORDER = (
+    ("branches", "created_at", "conversations", "conversation_id", "created_at"),
+    ("messages", "created_at", "conversations", "conversation_id", "created_at"),
+)
+
+
+def check_times(
+    con: duckdb.DuckDBPyConnection,
+    layout: ExportLayout,
+    export_id: str,
+    now: dt.datetime | None = None,
+) -> list[str]:
+    """Timestamps: unrepresentable values and rows that end before they start are errors;
+    times in the future and records older than their conversation are warnings."""
+    created = layout.manifest.created_at
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=dt.timezone.utc)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    horizon = max(created, now) + FUTURE_TOLERANCE
+    warnings: list[str] = []
+    for name, table in TABLES.items():
+        cols = [c.name for c in table.columns if c.kind == "ts"]
+        if not cols:
+            continue
+        checks: list[tuple[str, str, str]] = []
+        for col in cols:
+            checks.append(("range", col, f"({q(col)} > {_MAX_TIME} OR {q(col)} < {_MIN_TIME})"))
+            if (name, col) not in _FUTURE_ALLOWED:
+                checks.append(("future", col, f"{q(col)} > {_sql_ts(horizon)}"))
+        for tname, later, earlier in _ROW_ORDER:
+            if tname == name:
+                checks.append(("order", later, f"{q(later)} < {q(earlier)}"))
+        agg = ", ".join(f"count_if({p})" for _, _, p in checks)
+        counts = fetch_one(con.execute(
+            f"SELECT {agg} FROM {q(name)} WHERE export_id = ?", [export_id]
+        ))
+        for (kind, col, pred), count in zip(checks, counts):
+            if not count:
+                continue
+            found = _first_row(con, layout, name, pred, [col] + _ROW_EARLIER.get((name, col), []))
+            row, key, values = found if found else (-1, (), (None, None))
+            where = f"table {name}, column {col}, row {row} ({_key_text(table, key)})"
+            if kind == "range":
+                raise layout.error(
+                    f"{where}: {_show(values[0])} is outside the years 1 to 9999 "
+                    f"(a time in another unit?)"
+                )
+            if kind == "order":
+                earlier = _ROW_EARLIER[(name, col)][0]
+                raise layout.error(
+                    f"{where}: {_show(values[0])} is before {earlier} {_show(values[1])}"
+                )
+            text = (
+                f"{name} row {row} ({_key_text(table, key)}): {col} {_show(values[0])} is in the "
+                f"future (after the export was written, {created.isoformat()})"
+            )
+            if count > 1:
+                text += f"; {count - 1} more such rows"
+            warnings.append(text)
+    for name, col, parent, fk, parent_col in _PARENT_ORDER:
+        table = TABLES[name]
+        src = layout.tables[name]
+        pk = list(table.primary_key)
+        pk_cols = ", ".join(f"s.{q(c)}" for c in pk)
+        rows = con.execute(
+            f"SELECT s.filename, s.file_row_number, s.{q(fk)}, s.{q(col)}, p.{q(parent_col)}, "
+            f"{pk_cols} FROM (SELECT {select_list(src)}, filename, file_row_number "
+            f"FROM {src.scan_sql(', filename=true, file_row_number=true')}) s "
+            f"JOIN {q(parent)} p ON p.{q(fk)} = s.{q(fk)} AND p.export_id = ? "
+            f"WHERE s.{q(col)} < p.{q(parent_col)} "
+            f"ORDER BY s.filename, s.file_row_number LIMIT {MAX_WARNINGS_PER_CHECK}",
+            [export_id],
+        ).fetchall()
+        for filename, file_row, ref, when, parent_when, *key in rows:
+            warnings.append(
+                f"{name} row {src.global_row(filename, file_row)} "
+                f"({_key_text(table, tuple(key))}): {col} {_show(when)} is before its "
+                f"{parent[:-1]} {_show(ref)} was created ({_show(parent_when)})"
+            )
+    return warnings
+
+
+_ROW_EARLIER = {(t, later): [earlier] for t, later, earlier in _ROW_ORDER}
+
+
+def _sql_ts(value: dt.datetime) -> str:
+    return f"TIMESTAMPTZ '{value.astimezone(dt.timezone.utc).isoformat()}'"
+
+
 def check_loaded(
     con: duckdb.DuckDBPyConnection,
     layout: ExportLayout,
@@ -598,6 +703,7 @@ def check_loaded(
     warnings = check_foreign_keys(con, layout, export_id)
     tick("checking cycles")
     check_cycles(con, layout, export_id)
+    warnings += check_times(con, layout, export_id)
     tick("checking manifest row counts and sha256")
     rows = check_manifest(con, layout, export_id, hashes)
     return rows, warnings
@@ -611,14 +717,68 @@ def create_or_insert(
 ) -> None:
     """Load one table's Parquet into the store table of the same name, tagged with export_id."""
     select = f"SELECT {select_list(src)}, ? AS export_id FROM {src.scan_sql()}{order_by}"
-    if not exists:
-        con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])
-        return
-    have = {r[0] for r in con.execute(f"DESCRIBE {q(src.name)}").fetchall()}
-    for col, typ in src.columns.items():
-        if col not in have and col != "export_id":
-            con.execute(f"ALTER TABLE {q(src.name)} ADD COLUMN {q(col)} {src.casts.get(col, typ)}")
-    con.execute(f"INSERT INTO {q(src.name)} BY NAME {select}", [export_id])
+    try:
+        if not exists:
+            con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])
+            return
+        have = {r[0] for r in con.execute(f"DESCRIBE {q(src.name)}").fetchall()}
+        for col, typ in src.columns.items():
+            if col not in have and col != "export_id":
+                con.execute(
+                    f"ALTER TABLE {q(src.name)} ADD COLUMN {q(col)} {src.casts.get(col, typ)}"
+                )
+        con.execute(f"INSERT INTO {q(src.name)} BY NAME {select}", [export_id])
+    except duckdb.Error as err:
+        raise load_error(src, err) from None
+
+
+def load_error(src: TableSource, err: BaseException) -> ValidationError:
+    """A table that could not be loaded, named by file, column and row where we can find
+    them (DuckDB's own message names neither table nor column)."""
+    prefix = f"{src.label}: " if src.label else ""
+    bad = _first_invalid_utf8(src)
+    if bad is not None:
+        rel, col, row, value = bad
+        return ValidationError(
+            f"{prefix}table {src.name}, column {col}, row {row} (file {rel}): not valid UTF-8: "
+            f"'{_show(value)}'"
+        )
+    return ValidationError(f"{prefix}table {src.name}: cannot load {src.display}: {_one_line(err)}")
+
+
+def _first_invalid_utf8(src: TableSource) -> tuple[str, str, int, str] | None:
+    """(file, column, row, value shown with escapes) of the first string value that is not
+    UTF-8, reading the string columns a batch at a time; only runs after a load failed."""
+    offset = 0
+    for path, rel, rows in zip(src.files, src.rel_files, src.file_rows):
+        try:
+            pf = pq.ParquetFile(path)
+            names = [
+                f.name for f in pf.schema_arrow
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            ]
+            for col in names:
+                start = 0
+                for batch in pf.iter_batches(columns=[col], batch_size=65536):
+                    arr = batch.column(0)
+                    try:
+                        arr.validate(full=True)
+                    except pa.ArrowInvalid:
+                        raw = arr.cast(pa.binary()) if not pa.types.is_large_string(arr.type) \
+                            else arr.cast(pa.large_binary())
+                        for i, value in enumerate(raw.to_pylist()):
+                            if value is None:
+                                continue
+                            try:
+                                value.decode("utf-8")
+                            except UnicodeDecodeError:
+                                shown = value.decode("utf-8", "backslashreplace")
+                                return rel, col, offset + start + i, shown
+                    start += batch.num_rows
+        except (pa.ArrowException, OSError):
+            return None
+        offset += rows
+    return None
 
 
 @dataclass(frozen=True)
@@ -665,4 +825,9 @@ def validate_export(export_dir: str | os.PathLike[str], progress: Progress | Non
 def manifest_digest(manifest_json: str) -> dict[str, str]:
     """The part of a manifest that identifies an export's content: table -> sha256."""
     data = json.loads(manifest_json)
-    return {name: entry.get("sha256", "") for name, entry in sorted(data.get("tables", {}).items())}
+    return {
+        name: json.dumps(
+            [entry.get("sha256", ""), entry.get("rows"), sorted(entry.get("files", []))]
+        )
+        for name, entry in sorted(data.get("tables", {}).items())
+    }
