@@ -205,7 +205,10 @@ class _StoreLock:
                 raise StoreBusyError(
                     f"store {self.db_path} is busy: another ingest ({shown}) is writing it"
                 ) from None
-            # the holder died: take the lock over
+            # the holder died: take the lock over, and drop the half-built copy it left
+            if pid:
+                tmp = self.db_path.with_name(f"{self.db_path.name}.tmp-{pid}")
+                _remove_quietly(tmp, tmp.with_name(tmp.name + ".wal"))
             try:
                 self.path.unlink()
             except FileNotFoundError:
