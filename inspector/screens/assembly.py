@@ -64,6 +64,43 @@ def shown_text(text: str, privacy_class: str | None, reveal: bool) -> str:
     return mask_value(text, privacy_class, reveal)
 
 
+def tag_value(tags: Any, key: str) -> str | None:
+    """The value of the first ``key:<value>`` tag, None when there is none."""
+    prefix = key + ":"
+    for tag in tags or ():
+        if isinstance(tag, str) and tag.startswith(prefix):
+            return tag[len(prefix):]
+    return None
+
+
+def recorded_tokens_line(assembly: dict[str, Any], explained: int | None) -> Text | None:
+    """``recorded N tok · records explain E · unattributed U (system prompt, tool schemas)``
+    for an assembly whose token count was recorded by its transcript (tag ``tokens:recorded``);
+    None otherwise. ``explained`` is the estimate of its included records (None: not loaded
+    yet); the unattributed remainder is the ``unattributed_tokens:<n>`` tag when present."""
+    tags = assembly.get("tags") or ()
+    if "tokens:recorded" not in tags:
+        return None
+    recorded = int(assembly.get("assembled_tokens") or 0)
+    unattributed: int | None = None
+    value = tag_value(tags, "unattributed_tokens")
+    if value is not None:
+        try:
+            unattributed = int(value)
+        except ValueError:
+            unattributed = None
+    if unattributed is None and explained is not None:
+        unattributed = recorded - explained
+    line = Text()
+    line.append(f"recorded {recorded:,} tok", style="bold")
+    line.append(" · records explain ")
+    line.append(f"{explained:,}" if explained is not None else "…")
+    if unattributed is not None:
+        line.append(f" · unattributed {unattributed:,}", style="bold yellow")
+        line.append(" (system prompt, tool schemas)", style="dim")
+    return line
+
+
 def masked_labels(records: pa.Table, privacy: pa.Array, reveal: bool) -> pa.Array:
     """The label column with restricted records' labels replaced by a mask (columnar)."""
     labels = pc.fill_null(records["label"], "")
@@ -98,8 +135,10 @@ class RecordsLoaded(Message):
         omitted: list[dict[str, Any]],
         trace: pa.Table,
         membership: dict[tuple[str, str], dict[str, Any]],
+        explained: int = 0,
     ) -> None:
         super().__init__()
+        self.explained = explained  # the estimated tokens of the included records
         self.included = included  # display table, prompt order; record_kind/record_id kept
         self.omitted = omitted  # rows sorted by reason_code, record_kind, record_id
         self.trace = trace
@@ -155,6 +194,7 @@ class AssemblyScreen(Screen[None]):
         self._selected: tuple[str, str] | None = None
         self._walk: list[tuple[str, str]] = []
         self._prompt_requested = False
+        self._explained: int | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -240,11 +280,15 @@ class AssemblyScreen(Screen[None]):
             ).to_pylist()
         }  # one assembly: bounded by its own records
         omitted_rows = omitted.select(
-            ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "shown_label"]
+            ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "shown_label",
+             "detail"]
         ).to_pylist()
         if get_current_worker().is_cancelled:
             return
-        self.post_message(RecordsLoaded(included_view, omitted_rows, trace_view, membership))
+        explained = pc.sum(included["tokens"]).as_py() or 0
+        self.post_message(
+            RecordsLoaded(included_view, omitted_rows, trace_view, membership, int(explained))
+        )
 
     @staticmethod
     def _privacy_of(store: Any, records: pa.Table) -> pa.Array:
@@ -359,13 +403,19 @@ class AssemblyScreen(Screen[None]):
     # ------------------------------------------------------------------ message handlers
 
     def on_assembly_opened(self, message: AssemblyOpened) -> None:
-        self.assembly = a = message.assembly
+        self.assembly = message.assembly
+        self._render_header()
+
+    def _render_header(self) -> None:
+        a = self.assembly
+        if a is None:
+            return
         header = Text()
-        header.append(f"assembly {safe_text(a.get('assembly_id'))}", style="bold")
-        header.append(f"  ·  {safe_text(a.get('participant_id'))} · {safe_text(a.get('runtime_kind'))}")
-        header.append(f" · {safe_text(a.get('provider'))}/{safe_text(a.get('model'))}")
-        header.append(f"  ·  policy {safe_text(a.get('policy_version'))}", style="bold")
-        header.append(f" (assembler {safe_text(a.get('assembler_version'))})", style="dim")
+        header.append(f"assembly {one_line(a.get('assembly_id'), 120)}", style="bold")
+        header.append(f"  ·  {one_line(a.get('participant_id'), 80)} · {safe_text(a.get('runtime_kind'))}")
+        header.append(f" · {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
+        header.append(f"  ·  policy {one_line(a.get('policy_version'), 40)}", style="bold")
+        header.append(f" (assembler {one_line(a.get('assembler_version'), 40)})", style="dim")
         used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
         header.append("\n")
         header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
@@ -375,9 +425,13 @@ class AssemblyScreen(Screen[None]):
         )
         when = a.get("assembled_at")
         if when is not None:
-            header.append(f"  ·  {when:%Y-%m-%d %H:%M:%S} UTC" if hasattr(when, "strftime") else f"  ·  {when}")
-        header.append(f"  ·  conversation {safe_text(a.get('conversation_id'))}")
-        header.append(f" / {safe_text(a.get('branch_id'))}", style="dim")
+            header.append(f"  ·  {when:%Y-%m-%d %H:%M:%S} UTC" if hasattr(when, "strftime") else f"  ·  {safe_text(when)}")
+        header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
+        header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
+        recorded = recorded_tokens_line(a, self._explained)
+        if recorded is not None:
+            header.append("\n")
+            header.append_text(recorded)
         self.query_one("#assembly-header", Static).update(header)
 
     def on_assembly_failed(self, message: AssemblyFailed) -> None:
@@ -387,6 +441,8 @@ class AssemblyScreen(Screen[None]):
 
     async def on_records_loaded(self, message: RecordsLoaded) -> None:
         self.membership = message.membership
+        self._explained = message.explained
+        self._render_header()
         self._included = message.included
         self._trace = message.trace
         context_pane = self.query_one("#tab-context", TabPane)
@@ -426,6 +482,10 @@ class AssemblyScreen(Screen[None]):
             label.append(safe_text(reason), style="bold yellow")
             label.append(f"  {len(members)} record{'s' if len(members) != 1 else ''}")
             label.append(f" · {tokens:,} tok · {safe_text(members[0]['policy_family'])} stage", style="dim")
+            details = {m.get("detail") or "" for m in members}
+            if len(members) > 1 and len(details) == 1 and next(iter(details)):
+                # one shared reason, e.g. "dropped by compaction #1 at … (preTokens …)"
+                label.append(f" · {one_line(next(iter(details)), 100)}", style="dim")
             group = tree.root.add(label, data={"reason": reason}, expand=True)
             for m in members:
                 leaf = Text()

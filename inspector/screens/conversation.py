@@ -1,11 +1,15 @@
 """A conversation as a tree: branches nested at their fork points, each branch's model runs
-(subagent children under their parent run) and the assemblies each run recorded."""
+(subagent children grouped by subagent under the run that called them) and the assemblies
+each run recorded. A compaction (a system message with speaker ``compact_boundary``, as the
+transcript adapters write it) is a marker among the runs, where it happened."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -18,6 +22,11 @@ from textual.widgets.tree import TreeNode
 from ingest.errors import ContextlensError
 
 from ..widgets.safe import one_line, safe_text
+
+COMPACT_BOUNDARY = "compact_boundary"
+_COMPACTION_NO = re.compile(r"compaction #(\d+)")
+_PRE_TOKENS = re.compile(r"preTokens (\d+)")
+_TRIGGER = re.compile(r"trigger ([A-Za-z_]+)")
 
 STATUS_STYLE = {
     "succeeded": "green",
@@ -35,12 +44,16 @@ class ConversationLoaded(Message):
         branches: list[dict[str, Any]],
         runs: list[dict[str, Any]],
         assemblies: list[dict[str, Any]],
+        compactions: list[dict[str, Any]] | None = None,
+        participants: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self.conversation = conversation
         self.branches = branches
         self.runs = runs
         self.assemblies = assemblies
+        self.compactions = compactions or []  # compact_boundary messages, oldest first
+        self.participants = participants or {}  # participant_id -> label, kind
 
 
 class ConversationFailed(Message):
@@ -52,6 +65,55 @@ class ConversationFailed(Message):
 def _count(n: int, noun: str) -> str:
     plural = {"branch": "branches", "assembly": "assemblies"}.get(noun, noun + "s")
     return f"{n} {noun if n == 1 else plural}"
+
+
+def compaction_label(message: dict[str, Any], ordinal: int) -> Text:
+    """``⟂ compaction #k (preTokens n, trigger t)`` from a compaction marker message.
+
+    Only numbers and a word are read out of its (untrusted) content; anything else in it
+    is never shown here."""
+    content = str(message.get("content") or "")
+    number = _COMPACTION_NO.search(content)
+    pre = _PRE_TOKENS.search(content)
+    trigger = _TRIGGER.search(content)
+    label = Text("⟂ compaction ", style="bold yellow")
+    label.append(f"#{int(number.group(1)) if number else ordinal}", style="bold yellow")
+    facts = []
+    if pre:
+        facts.append(f"preTokens {int(pre.group(1)):,}")
+    if trigger:
+        facts.append(f"trigger {trigger.group(1)}")
+    if facts:
+        label.append(f" ({', '.join(facts)})", style="yellow")
+    label.append("  earlier records are omitted from later requests (compacted)", style="dim")
+    when = message.get("created_at")
+    if when is not None and hasattr(when, "strftime"):
+        label.append(f"  {when:%Y-%m-%d %H:%M:%S}", style="dim")
+    return label
+
+
+def subagent_of(participant_id: str | None, participant: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(agent id, description) of a subagent participant, None for any other participant.
+
+    The transcript adapters name a subagent participant ``…:subagent:<agentId>`` and label
+    it ``subagent <description> (<agentId>)``."""
+    if participant is None or participant.get("kind") != "subagent":
+        return None
+    pid = str(participant_id or "")
+    agent = pid.rsplit("subagent:", 1)[1] if "subagent:" in pid else pid
+    desc = str(participant.get("label") or "")
+    desc = desc.removeprefix("subagent ").removesuffix(f"({agent})").strip()
+    return agent, desc
+
+
+def _before(when: Any, started: Any) -> bool:
+    """Whether a compaction at ``when`` happened before a run started at ``started``."""
+    if when is None or started is None:
+        return False
+    try:
+        return bool(when <= started)
+    except TypeError:
+        return str(when) <= str(started)
 
 
 def _ordered(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
@@ -94,10 +156,31 @@ class ConversationScreen(Screen[None]):
         except ContextlensError as err:
             self.post_message(ConversationFailed(str(err)))
             return
+        try:  # compaction markers and participants: the tree still shows without them
+            graph = store.conversation_graph(self.conversation_id)
+        except ContextlensError:
+            graph = {
+                "messages": pa.table({n: pa.array([], pa.string()) for n in (
+                    "message_id", "branch_id", "content", "speaker_label")}).append_column(
+                    "created_at", pa.array([], pa.timestamp("us", tz="UTC"))),
+                "participants": pa.table({n: pa.array([], pa.string()) for n in (
+                    "participant_id", "label", "kind")}),
+            }
         # one conversation: bounded by its own branches, runs and assemblies
-        match = conversations.filter(pa.compute.equal(conversations["conversation_id"], self.conversation_id))
+        match = conversations.filter(pc.equal(conversations["conversation_id"], self.conversation_id))
         conversation = match.to_pylist()[0] if match.num_rows else None
-        self.post_message(ConversationLoaded(conversation, branches, runs, assemblies))
+        messages = graph["messages"]
+        boundaries = messages.filter(
+            pc.fill_null(pc.equal(messages["speaker_label"], COMPACT_BOUNDARY), False)
+        ).select(["message_id", "branch_id", "content", "created_at"])
+        compactions = _ordered(boundaries.to_pylist(), "created_at", "message_id")
+        participants = {
+            p["participant_id"]: p
+            for p in graph["participants"].select(["participant_id", "label", "kind"]).to_pylist()
+        }
+        self.post_message(
+            ConversationLoaded(conversation, branches, runs, assemblies, compactions, participants)
+        )
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
         self.query_one("#conversation-header", Static).update(Text(safe_text(message.error), style="bold red"))
@@ -159,6 +242,17 @@ class ConversationScreen(Screen[None]):
                 for a in items:
                     orphan_assemblies.setdefault(a["branch_id"], []).append(a)
 
+        compactions_by_branch: dict[str, list[dict[str, Any]]] = {}
+        ordinal = {m["message_id"]: k for k, m in enumerate(message.compactions, 1)}
+        for m in message.compactions:
+            compactions_by_branch.setdefault(m["branch_id"], []).append(m)
+
+        def add_compaction(node: TreeNode[dict[str, Any]], m: dict[str, Any]) -> None:
+            node.add_leaf(
+                compaction_label(m, ordinal[m["message_id"]]),
+                data={"type": "compaction", "id": m["message_id"]},
+            )
+
         focus_node: TreeNode[dict[str, Any]] | None = None
 
         def add_assemblies(node: TreeNode[dict[str, Any]], items: list[dict[str, Any]]) -> None:
@@ -178,18 +272,48 @@ class ConversationScreen(Screen[None]):
                     focus_node = leaf
 
         def add_run(node: TreeNode[dict[str, Any]], run: dict[str, Any]) -> None:
+            participant_id = run.get("participant_id")
+            subagent = subagent_of(participant_id, message.participants.get(participant_id))
             label = Text()
             label.append("run ", style="blue")
             label.append(safe_text(run["model_run_id"]), style="bold")
             label.append(f"  {safe_text(run.get('runtime_kind'))}")
-            label.append(f"  {safe_text(run.get('participant_id'))}", style="cyan")
-            status = str(run.get("status") or "")
+            if subagent is None:
+                label.append(f"  {safe_text(participant_id)}", style="cyan")
+            else:
+                label.append(f"  subagent {safe_text(subagent[0])}", style="cyan")
+            status = safe_text(run.get("status"))
             label.append(f"  {status}", style=STATUS_STYLE.get(status, ""))
             label.append(f"  {safe_text(run.get('provider'))}/{safe_text(run.get('model'))}", style="dim")
             run_node = node.add(label, data={"type": "run", "id": run["model_run_id"]}, expand=True)
             add_assemblies(run_node, assemblies_by_run.get(run["model_run_id"], []))
-            for child in child_runs.get(run["model_run_id"], []):
-                add_run(run_node, child)
+            add_children(run_node, child_runs.get(run["model_run_id"], []))
+
+        def add_children(node: TreeNode[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
+            """Child runs under their parent: one group per subagent (↳) (in order of its first
+            run), then any other child run."""
+            groups: dict[str, list[dict[str, Any]]] = {}
+            others: list[dict[str, Any]] = []
+            for child in runs:
+                pid = child.get("participant_id")
+                if subagent_of(pid, message.participants.get(pid)) is not None:
+                    groups.setdefault(str(pid), []).append(child)
+                else:
+                    others.append(child)
+            for pid, members in groups.items():
+                agent, desc = subagent_of(pid, message.participants.get(pid)) or (pid, "")
+                label = Text("↳ subagent ", style="bold magenta")
+                label.append(safe_text(agent), style="bold magenta")
+                if desc:
+                    label.append(f"  {one_line(desc, 60)}")
+                label.append(f"  {_count(len(members), 'run')}", style="dim")
+                if agent != pid:
+                    label.append(f"  participant {safe_text(pid)}", style="dim")
+                group = node.add(label, data={"type": "subagent", "id": pid}, expand=True)
+                for child in members:
+                    add_run(group, child)
+            for child in others:
+                add_run(node, child)
 
         def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
             label = Text()
@@ -205,8 +329,14 @@ class ConversationScreen(Screen[None]):
                     style="dim",
                 )
             branch_node = node.add(label, data={"type": "branch", "id": branch["branch_id"]}, expand=True)
+            markers = list(compactions_by_branch.get(branch["branch_id"], []))
             for run in runs_by_branch.get(branch["branch_id"], []):
+                # a compaction goes before the first run started after it
+                while markers and _before(markers[0]["created_at"], run.get("started_at")):
+                    add_compaction(branch_node, markers.pop(0))
                 add_run(branch_node, run)
+            for marker in markers:
+                add_compaction(branch_node, marker)
             add_assemblies(branch_node, orphan_assemblies.get(branch["branch_id"], []))
             for child in children.get(branch["branch_id"], []):
                 add_branch(branch_node, child)
