@@ -547,6 +547,35 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
         sys.exit(1)
 
 
+@cli.command()
+@db_option
+@click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
+@json_option
+def lint(db: str | None, filter_expr: str | None, as_json: bool) -> None:
+    """Find transcript mistakes and safety violations in recorded assemblies.
+
+    Exits 1 when any finding is an error, 0 otherwise. Rules: docs/lint.md.
+    """
+    from ingest.filters import parse_filter
+    from replay.lint import lint as run_lint
+
+    flt = parse_filter(filter_expr) if filter_expr else None
+    with _open_store(db) as store:
+        findings = run_lint(store, flt)
+    out = [f.to_json() for f in findings]
+    if as_json:
+        emit_json(out)
+    else:
+        for f in out:
+            where = f.get("assembly_id") or f.get("message_id") or "-"
+            record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
+            click.echo(f"{f['severity']:<7}  {_vis(f['rule'])}  {_vis(where)}  {_vis(record)}  {_vis(f['detail'])}")
+        counts = {sev: sum(1 for f in out if f["severity"] == sev) for sev in ("error", "warning", "info")}
+        click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
+    if any(f["severity"] == "error" for f in out):
+        sys.exit(1)
+
+
 @cli.group()
 def report() -> None:
     """Reports over the whole store."""

@@ -91,3 +91,22 @@ def test_bad_policy_file_names_file_and_key(capsys, tmp_path: Path, sample_db: P
     code, out, err = run(capsys, "policies", "--policies", str(tmp_path))
     assert code == 2
     assert "v1.toml" in err and "max_mesages" in err and "Traceback" not in err
+
+
+def test_lint_flags_the_incident_and_the_drift_and_exits_1(capsys, sample_db: Path, sample_export: Path) -> None:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(sample_export / "context_assemblies.parquet").to_pylist()
+    drift = sorted(r["assembly_id"] for r in rows if "scenario:drift_supersession" in r["tags"])
+    code, out, err = run(capsys, "lint", "--db", str(sample_db), "--json")
+    assert code == 1, "error-level findings exit 1"
+    findings = json.loads(out)
+    assert sorted({f["assembly_id"] for f in findings if f["rule"] == "superseded_included"}) == drift
+    stale = {f["assembly_id"] for f in findings if f["rule"] == "stale_as_current"}
+    v5 = {r["assembly_id"] for r in rows if r["policy_version"] == "v5" and "scenario:incident_calendar_freshness" in r["tags"]}
+    assert v5 <= stale
+    for f in findings:
+        assert {"rule", "severity", "assembly_id", "message_id", "detail"} <= set(f)
+    # the faithful requests of the other policy versions are clean
+    code, out, err = run(capsys, "lint", "--db", str(sample_db), "--filter", "-scenario:drift_supersession -policy:v5")
+    assert code == 0, out
