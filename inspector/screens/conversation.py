@@ -346,8 +346,22 @@ class ConversationScreen(Screen[None]):
         tree.root.expand()
         tree.focus()
         if focus_node is not None:
-            target = focus_node
-            self.call_after_refresh(lambda: tree.move_cursor(target, animate=False))
+            self.call_after_refresh(self._focus_node, focus_node)
+
+    def _focus_node(self, node: TreeNode[dict[str, Any]]) -> None:
+        """Put the cursor on ``node`` and scroll it into view, with a few lines of what
+        precedes it (such as a compaction marker). The tree's height is only known once its
+        lines are laid out, so the scroll waits for the next refresh."""
+        tree = self.query_one("#conversation-tree", Tree)
+        tree.move_cursor(node, animate=False)
+
+        def scroll() -> None:
+            line = node.line
+            if line >= 0:
+                tree.scroll_to(y=max(line - tree.scrollable_content_region.height // 2, 0),
+                               animate=False)
+
+        self.call_after_refresh(scroll)
 
     # ------------------------------------------------------------------ events and actions
 

@@ -1,0 +1,286 @@
+"""The inspector on a real Claude Code transcript: it opens like an export, the conversation
+tree shows the compaction and the subagents where they happened, the assembly header shows
+the recorded tokens beside the estimate, and compacted records are grouped like any reason.
+
+Expected values (the compaction's preTokens, the subagents' agent ids) are read from the raw
+transcript here, independently of the adapter; per-assembly figures come from the store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_fixtures import make_export
+from test_app import run_async, screen_text, settle
+
+from inspector.app import ContextLensApp
+from inspector.screens.assembly import AssemblyScreen, recorded_tokens_line
+from inspector.screens.conversation import ConversationScreen
+from inspector.screens.requests import RequestsScreen
+
+SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "claude-code-spotter"
+TRANSCRIPT = REALDATA / f"{SESSION}.jsonl"
+
+
+def raw_compactions() -> list[dict[str, Any]]:
+    """The compact_boundary lines of the raw transcript (trigger, preTokens, timestamp)."""
+    found = []
+    with TRANSCRIPT.open(encoding="utf-8") as fh:
+        for line in fh:
+            if '"compact_boundary"' not in line:
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if row.get("type") == "system" and row.get("subtype") == "compact_boundary":
+                found.append({**(row.get("compactMetadata") or {}), "timestamp": row["timestamp"]})
+    return found
+
+
+def raw_agent_ids() -> list[str]:
+    """The agent ids of the session's subagent files (``agent-<id>.jsonl``)."""
+    folder = REALDATA / SESSION / "subagents"
+    return sorted(p.stem.removeprefix("agent-") for p in folder.glob("agent-*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def cc_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TRANSCRIPT.is_file():
+        pytest.skip(f"the development data is absent ({TRANSCRIPT.name})")
+    from ingest.adapters import adapt
+    from ingest.store import ingest
+
+    root = tmp_path_factory.mktemp("cc")
+    result = adapt(TRANSCRIPT, root / "export")
+    db = root / "cc.duckdb"
+    ingest(result.export_dir, db)
+    return db
+
+
+def _store(db: Path) -> Any:
+    from ingest.store import Store
+
+    return Store.open(db)
+
+
+def _tree_lines(screen: ConversationScreen) -> list[tuple[int, str, dict[str, Any]]]:
+    """(depth, label text, data) of every node of the conversation tree, in display order."""
+    tree = screen.query_one("#conversation-tree")
+    out: list[tuple[int, str, dict[str, Any]]] = []
+
+    def walk(node: Any, depth: int) -> None:
+        out.append((depth, node.label.plain, node.data or {}))
+        for child in node.children:
+            walk(child, depth + 1)
+
+    walk(tree.root, 0)
+    return out
+
+
+# ---------------------------------------------------------------------- opening
+
+
+@run_async
+async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
+    with _store(cc_db) as store:
+        total = store.count_assemblies()
+    assert total > 100
+    app = ContextLensApp(db_path=cc_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RequestsScreen)
+        assert f"{total:,} of {total:,} requests" in str(app.screen.query_one("#status").render())
+        table = app.screen.query_one("#requests-table")
+        assert table.row_count == total
+        row = [str(v) for v in table.get_row_at(0)]
+        assert "observed" in row and any("tokens:recorded" in v for v in row)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+        assert "policy observed" in screen_text(app) and "claude-code-adapter/1" in screen_text(app)
+
+
+# ---------------------------------------------------------------------- conversation screen
+
+
+@run_async
+async def test_compaction_marker_sits_between_the_runs_around_it(cc_db: Path) -> None:
+    raw = raw_compactions()
+    assert len(raw) == 1
+    pre_tokens = raw[0]["preTokens"]
+    with _store(cc_db) as store:
+        page = store.list_assemblies(None, limit=None).to_pylist()
+        conversation = store.conversations()["conversation_id"][0].as_py()
+        run_of = {
+            a["assembly_id"]: a["model_run_id"]
+            for a in store.assemblies_of_conversation(conversation).to_pylist()
+        }
+    after = [a for a in page if "after_compaction:1" in a["tags"] and a["runtime_kind"] == "chat"]
+    first_after = min(after, key=lambda a: (a["assembled_at"], a["assembly_id"]))
+    before = [a for a in page if a["runtime_kind"] == "chat" and "after_compaction:1" not in a["tags"]]
+    last_before = max(before, key=lambda a: (a["assembled_at"], a["assembly_id"]))
+    app = ContextLensApp(db_path=cc_db, initial_assembly=first_after["assembly_id"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ConversationScreen)
+        lines = _tree_lines(screen)
+        markers = [i for i, (_, _, data) in enumerate(lines) if data.get("type") == "compaction"]
+        assert len(markers) == 1
+        depth, label, _ = lines[markers[0]]
+        assert label.startswith(f"⟂ compaction #1 (preTokens {pre_tokens:,}, trigger {raw[0]['trigger']})")
+        # siblings: the run before the marker recorded the last pre-compaction request,
+        # the run after it the first post-compaction one
+        siblings = [(i, data) for i, (d, _, data) in enumerate(lines) if d == depth]
+        pos = [i for i, _ in siblings].index(markers[0])
+        prev_run, next_run = siblings[pos - 1][1], siblings[pos + 1][1]
+        assert prev_run == {"type": "run", "id": run_of[last_before["assembly_id"]]}
+        assert next_run == {"type": "run", "id": run_of[first_after["assembly_id"]]}
+        # and it is on screen, where the cursor (the focused assembly) is
+        assert f"⟂ compaction #1 (preTokens {pre_tokens:,}" in screen_text(app)
+
+
+@run_async
+async def test_subagents_nest_under_the_run_that_called_them(cc_db: Path) -> None:
+    agent_ids = raw_agent_ids()
+    assert agent_ids  # a881341 (a Task) and acompact-… (the compaction summariser)
+    with _store(cc_db) as store:
+        conversation = store.conversations()["conversation_id"][0].as_py()
+        runs = store.model_runs(conversation).to_pylist()
+    children = [r for r in runs if r["runtime_kind"] == "subagent_child"]
+    parent_of = {r["participant_id"]: r["parent_model_run_id"] for r in children}
+    app = ContextLensApp(db_path=cc_db)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        app.open_conversation(conversation)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ConversationScreen)
+        tree = screen.query_one("#conversation-tree")
+        groups = []
+
+        def walk(node: Any) -> None:
+            if (node.data or {}).get("type") == "subagent":
+                groups.append(node)
+            for child in node.children:
+                walk(child)
+
+        walk(tree.root)
+        shown = {}
+        for group in groups:
+            label = group.label.plain
+            assert label.startswith("↳ subagent ")
+            agent = label.removeprefix("↳ subagent ").split()[0]
+            shown[agent] = group
+            # the group hangs under the run that called it
+            participant = group.data["id"]
+            assert group.parent.data == {"type": "run", "id": parent_of[participant]}
+            # and holds exactly that subagent's runs
+            member_runs = [c.data["id"] for c in group.children]
+            assert sorted(member_runs) == sorted(
+                r["model_run_id"] for r in children if r["participant_id"] == participant
+            )
+            for child in group.children:
+                assert "subagent_child" in child.label.plain and f"subagent {agent}" in child.label.plain
+        assert sorted(shown) == agent_ids
+        # a subagent run's own assembly opens from the tree
+        first_group = shown[agent_ids[0]]
+        run_node = first_group.children[0]
+        tree.move_cursor(run_node.children[0])
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+        assert "subagent_child" in screen_text(app)
+
+
+# ---------------------------------------------------------------------- assembly screen
+
+
+@run_async
+async def test_recorded_tokens_beside_the_estimate(cc_db: Path) -> None:
+    with _store(cc_db) as store:
+        page = store.list_assemblies(None, limit=None).to_pylist()
+        assembly = next(a for a in page if "after_compaction:1" in a["tags"])
+        included = store.assembly_records(assembly["assembly_id"], "included").to_pylist()
+    explained = sum(r["tokens"] for r in included)
+    tag = next(t for t in assembly["tags"] if t.startswith("unattributed_tokens:"))
+    unattributed = int(tag.split(":", 1)[1])
+    recorded = assembly["assembled_tokens"]
+    assert unattributed == recorded - explained  # the adapter's definition, via the store
+    expected = (
+        f"recorded {recorded:,} tok · records explain {explained:,} · "
+        f"unattributed {unattributed:,} (system prompt, tool schemas)"
+    )
+    app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert expected in screen_text(app)
+        assert f"tokens {recorded:,} of " in screen_text(app)
+
+
+@run_async
+async def test_compacted_records_grouped_like_any_reason(cc_db: Path) -> None:
+    pre_tokens = raw_compactions()[0]["preTokens"]
+    with _store(cc_db) as store:
+        page = store.list_assemblies(None, limit=None).to_pylist()
+        assembly = next(a for a in page if "after_compaction:1" in a["tags"])
+        omitted = store.assembly_records(assembly["assembly_id"], "omitted").to_pylist()
+    compacted = [r for r in omitted if r["reason_code"] == "compacted"]
+    assert compacted
+    tokens = sum(r["tokens"] for r in compacted)
+    app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        tree = app.screen.query_one("#omitted-tree")
+        groups = {node.data["reason"]: node for node in tree.root.children}
+        group = groups["compacted"]
+        label = group.label.plain
+        assert label.startswith(f"compacted  {len(compacted)} records · {tokens:,} tok · window stage")
+        assert f"compaction #1" in label and f"preTokens {pre_tokens}" in label
+        assert len(group.children) == len(compacted)
+        # a compacted record's panel says why it is out
+        assert "omitted: compacted (window stage)" in screen_text(app)
+
+
+def test_recorded_line_only_for_recorded_assemblies() -> None:
+    assert recorded_tokens_line({"tags": ["tokens:estimated"], "assembled_tokens": 5}, 5) is None
+    assert recorded_tokens_line({"tags": [], "assembled_tokens": 5}, 5) is None
+    line = recorded_tokens_line({"tags": ["tokens:recorded"], "assembled_tokens": 1200}, 200)
+    assert line is not None
+    assert line.plain == (
+        "recorded 1,200 tok · records explain 200 · unattributed 1,000 (system prompt, tool schemas)"
+    )
+    # the tag wins over the difference; a bad tag falls back to it; markup stays text
+    line = recorded_tokens_line(
+        {"tags": ["tokens:recorded", "unattributed_tokens:7"], "assembled_tokens": 10}, 1
+    )
+    assert line is not None and "unattributed 7 " in line.plain
+    line = recorded_tokens_line(
+        {"tags": ["tokens:recorded", "unattributed_tokens:[b]x"], "assembled_tokens": 10}, 4
+    )
+    assert line is not None and "unattributed 6 " in line.plain
+
+
+@run_async
+async def test_exports_without_recorded_tokens_show_no_recorded_line(tmp_path: Path) -> None:
+    from ingest.store import ingest
+
+    db = tmp_path / "plain.duckdb"
+    ingest(make_export(tmp_path / "export"), db)
+    app = ContextLensApp(db_path=db, initial_assembly="as1")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "tokens 80 of 4,000 budget" in text and "recorded 80 tok" not in text
+        await pilot.press("c")
+        await settle(pilot)
+        assert "⟂ compaction" not in screen_text(app)
