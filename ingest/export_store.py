@@ -1,0 +1,128 @@
+"""Write one export of a store back out as an export folder, with ExportWriter.
+
+    export_store("store.duckdb", "out/")                 # the store's only export
+    export_store("store.duckdb", "out/", "exp-2025-03")  # one of several
+
+Every contract table is written in the contract's columns (the store's own ``export_id``
+column and any extra columns a producer added are left out: ExportWriter writes exactly the
+contract), rows ordered by primary key, streamed in Arrow batches. The manifest keeps the
+original export id, producer and created_at. Blobs and policy files are copied from the
+folder the export was ingested from when it is still there. Export -> store -> export is
+lossless for the contract's tables (``tests/test_roundtrip.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import duckdb
+
+from .contract import TABLES
+from .errors import ContextlensError, NotFoundError
+from .validate import fetch_one, q
+from .writer import ExportWriter
+
+BATCH_ROWS = 256_000
+
+
+def export_store(
+    store_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    export_id: str | None = None,
+) -> Path:
+    """Write ``export_id`` (default: the store's only export) to ``out_dir``; returns it."""
+    from .store import STORE_FORMAT
+
+    path = Path(store_path)
+    if not path.is_file():
+        raise ContextlensError(f"no store at {path}")
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as err:
+        raise ContextlensError(f"{path} is not a contextlens store ({err})") from None
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        try:
+            fmt = fetch_one(con.execute("SELECT value FROM store_meta WHERE key = 'format'"))
+        except duckdb.Error:
+            fmt = None
+        if fmt is None or fmt[0] != STORE_FORMAT:
+            raise ContextlensError(f"{path} is not a contextlens store")
+        known = [r[0] for r in con.execute(
+            "SELECT export_id FROM exports ORDER BY export_id"
+        ).fetchall()]
+        if export_id is None:
+            if len(known) != 1:
+                raise ContextlensError(
+                    f"store {path} holds {len(known)} exports; name one of: "
+                    f"{', '.join(known) or 'none'}"
+                )
+            export_id = known[0]
+        elif export_id not in known:
+            raise NotFoundError(
+                f"store {path} has no export '{export_id}' (it has: {', '.join(known) or 'none'})"
+            )
+        source_dir, producer, created_at = fetch_one(con.execute(
+            "SELECT source_dir, producer, created_at FROM exports WHERE export_id = ?",
+            [export_id],
+        ))
+        if isinstance(created_at, dt.datetime) and created_at.tzinfo is None:
+            created_at = created_at.replace(tzinfo=dt.timezone.utc)
+        have = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+        ).fetchall()}
+        out = Path(out_dir)
+        with ExportWriter(
+            out, export_id=export_id, producer=producer or "contextlens export_store",
+            created_at=created_at,
+        ) as writer:
+            for name, table in TABLES.items():
+                if name not in have:
+                    continue
+                cols = ", ".join(q(c) for c in table.column_names)
+                order = ", ".join(q(c) for c in table.primary_key)
+                reader = con.sql(
+                    f"SELECT {cols} FROM {q(name)} WHERE export_id = ? ORDER BY {order}",
+                    params=[export_id],
+                ).to_arrow_reader(BATCH_ROWS)
+                for batch in reader:
+                    if batch.num_rows:
+                        writer.write(name, batch)
+            _copy_extras(writer, Path(source_dir) if source_dir else None, con, export_id)
+        return out
+    finally:
+        con.close()
+
+
+def _copy_extras(
+    writer: ExportWriter, source: Path | None, con: duckdb.DuckDBPyConnection, export_id: str
+) -> None:
+    """Blobs the export's artifacts name and its policy files, from the source folder."""
+    if source is None or not source.is_dir():
+        return
+    from hashlib import sha256
+
+    refs = con.execute(
+        "SELECT DISTINCT sha256 FROM tool_artifacts WHERE export_id = ? AND storage_ref IS NOT NULL",
+        [export_id],
+    ).fetchall()
+    blobs = source / "blobs"
+    for (sha,) in refs:
+        if not isinstance(sha, str) or not sha.isalnum():
+            continue
+        body_path = blobs / sha
+        if body_path.is_file() and not body_path.is_symlink():
+            body = body_path.read_bytes()
+            if sha256(body).hexdigest() == sha.lower():
+                writer.add_blob(body)
+    policies = source / "policies"
+    if policies.is_dir():
+        for toml in sorted(policies.glob("*.toml")):
+            if toml.is_file() and not toml.is_symlink():
+                try:
+                    writer.add_policy(toml.stem, toml.read_text(encoding="utf-8"))
+                except (ContextlensError, OSError, UnicodeDecodeError):
+                    continue
+
