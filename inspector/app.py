@@ -20,6 +20,7 @@ from .screens.conversation import ConversationScreen
 from .screens.help import HelpScreen
 from .screens.requests import RequestsScreen
 from .widgets.reveal import ConfirmReveal
+from .widgets.safe import one_line
 
 if TYPE_CHECKING:
     from ingest.store import Store
@@ -59,7 +60,8 @@ class ContextLensApp(App[None]):
         self._local = threading.local()
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
-        self.sub_title = self.db_path.name
+        # the file name is shown, so it is data too (a transcript may name it)
+        self.sub_title = one_line(self.db_path.name, 80)
 
     # ------------------------------------------------------------------ data access
 
@@ -124,7 +126,9 @@ class ContextLensApp(App[None]):
         self.push_screen(VerifyScreen())
 
     def watch_reveal(self, reveal: bool) -> None:
-        self.sub_title = self.db_path.name + (" · RESTRICTED CONTENT REVEALED" if reveal else "")
+        self.sub_title = one_line(self.db_path.name, 80) + (
+            " · RESTRICTED CONTENT REVEALED" if reveal else ""
+        )
 
     # ------------------------------------------------------------------ actions
 

@@ -200,7 +200,7 @@ class AssemblyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"assembly {safe_text(self.assembly_id)} · loading…", id="assembly-header", markup=False)
+        yield Static(f"assembly {one_line(self.assembly_id, 120)} · loading…", id="assembly-header", markup=False)
         with Vertical(id="assembly-body"):
             with TabbedContent(id="tabs", initial="tab-context"):
                 with TabPane("1 Context", id="tab-context"):
@@ -489,8 +489,8 @@ class AssemblyScreen(Screen[None]):
             group = tree.root.add(label, data={"reason": reason}, expand=True)
             for m in members:
                 leaf = Text()
-                leaf.append(f"{m['record_kind']:<14}", style="cyan")
-                leaf.append(f"{safe_text(m['record_id']):<12} ", style="bold")
+                leaf.append(f"{safe_text(m['record_kind']):<14}", style="cyan")
+                leaf.append(f"{one_line(m['record_id'], 120):<12} ", style="bold")
                 leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
                 leaf.append(one_line(m["shown_label"], 80))
                 node = group.add_leaf(leaf, data={"kind": m["record_kind"], "id": m["record_id"]})

@@ -24,6 +24,7 @@ from ingest.errors import ContextlensError
 from ..widgets.safe import one_line, safe_text
 
 COMPACT_BOUNDARY = "compact_boundary"
+ID_WIDTH = 120  # ids longer than this are cut with … (they are still whole in the data)
 _COMPACTION_NO = re.compile(r"compaction #(\d+)")
 _PRE_TOKENS = re.compile(r"preTokens (\d+)")
 _TRIGGER = re.compile(r"trigger ([A-Za-z_]+)")
@@ -137,8 +138,11 @@ class ConversationScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"conversation {safe_text(self.conversation_id)} · loading…", id="conversation-header", markup=False)
-        tree: Tree[dict[str, Any]] = Tree(Text(safe_text(self.conversation_id)), id="conversation-tree")
+        yield Static(
+            f"conversation {one_line(self.conversation_id, ID_WIDTH)} · loading…",
+            id="conversation-header", markup=False,
+        )
+        tree: Tree[dict[str, Any]] = Tree(Text(one_line(self.conversation_id, ID_WIDTH)), id="conversation-tree")
         yield tree
         yield Footer()
 
@@ -188,11 +192,11 @@ class ConversationScreen(Screen[None]):
     def on_conversation_loaded(self, message: ConversationLoaded) -> None:
         conv = message.conversation or {}
         header = Text()
-        header.append(f"conversation {safe_text(self.conversation_id)}", style="bold")
+        header.append(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
             header.append(f"  “{one_line(conv['title'], 80)}”")
         if conv.get("owner_id"):
-            header.append(f"  ·  owner {safe_text(conv['owner_id'])}", style="dim")
+            header.append(f"  ·  owner {one_line(conv['owner_id'], ID_WIDTH)}", style="dim")
         header.append(
             "  ·  " + ", ".join(
                 _count(len(items), noun)
@@ -209,7 +213,7 @@ class ConversationScreen(Screen[None]):
         tree = self.query_one("#conversation-tree", Tree)
         tree.clear()
         conv = message.conversation or {}
-        root_label = Text(f"conversation {safe_text(self.conversation_id)}", style="bold")
+        root_label = Text(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
             root_label.append(f"  {one_line(conv['title'], 60)}", style="dim")
         tree.root.set_label(root_label)
@@ -260,10 +264,10 @@ class ConversationScreen(Screen[None]):
             for a in items:
                 label = Text()
                 label.append("◆ assembly ", style="magenta")
-                label.append(safe_text(a["assembly_id"]), style="bold")
-                label.append(f"  policy {safe_text(a.get('policy_version'))}")
+                label.append(one_line(a["assembly_id"], ID_WIDTH), style="bold")
+                label.append(f"  policy {one_line(a.get('policy_version'), 40)}")
                 if a.get("scenario"):
-                    label.append(f"  {safe_text(a['scenario'])}", style="cyan")
+                    label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")
                 when = a.get("assembled_at")
                 if when is not None and hasattr(when, "strftime"):
                     label.append(f"  {when:%Y-%m-%d %H:%M}", style="dim")
@@ -276,15 +280,15 @@ class ConversationScreen(Screen[None]):
             subagent = subagent_of(participant_id, message.participants.get(participant_id))
             label = Text()
             label.append("run ", style="blue")
-            label.append(safe_text(run["model_run_id"]), style="bold")
+            label.append(one_line(run["model_run_id"], ID_WIDTH), style="bold")
             label.append(f"  {safe_text(run.get('runtime_kind'))}")
             if subagent is None:
-                label.append(f"  {safe_text(participant_id)}", style="cyan")
+                label.append(f"  {one_line(participant_id, ID_WIDTH)}", style="cyan")
             else:
-                label.append(f"  subagent {safe_text(subagent[0])}", style="cyan")
+                label.append(f"  subagent {one_line(subagent[0], ID_WIDTH)}", style="cyan")
             status = safe_text(run.get("status"))
             label.append(f"  {status}", style=STATUS_STYLE.get(status, ""))
-            label.append(f"  {safe_text(run.get('provider'))}/{safe_text(run.get('model'))}", style="dim")
+            label.append(f"  {one_line(run.get('provider'), 40)}/{one_line(run.get('model'), 60)}", style="dim")
             run_node = node.add(label, data={"type": "run", "id": run["model_run_id"]}, expand=True)
             add_assemblies(run_node, assemblies_by_run.get(run["model_run_id"], []))
             add_children(run_node, child_runs.get(run["model_run_id"], []))
@@ -303,12 +307,12 @@ class ConversationScreen(Screen[None]):
             for pid, members in groups.items():
                 agent, desc = subagent_of(pid, message.participants.get(pid)) or (pid, "")
                 label = Text("↳ subagent ", style="bold magenta")
-                label.append(safe_text(agent), style="bold magenta")
+                label.append(one_line(agent, ID_WIDTH), style="bold magenta")
                 if desc:
                     label.append(f"  {one_line(desc, 60)}")
                 label.append(f"  {_count(len(members), 'run')}", style="dim")
                 if agent != pid:
-                    label.append(f"  participant {safe_text(pid)}", style="dim")
+                    label.append(f"  participant {one_line(pid, ID_WIDTH)}", style="dim")
                 group = node.add(label, data={"type": "subagent", "id": pid}, expand=True)
                 for child in members:
                     add_run(group, child)
@@ -318,14 +322,14 @@ class ConversationScreen(Screen[None]):
         def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
             label = Text()
             label.append("branch ", style="green")
-            label.append(safe_text(branch["branch_id"]), style="bold")
+            label.append(one_line(branch["branch_id"], ID_WIDTH), style="bold")
             if branch.get("name"):
                 label.append(f"  “{one_line(branch['name'], 40)}”")
             if branch.get("parent_branch_id"):
                 fork = branch.get("fork_message_id")
                 label.append(
-                    f"  forked from {safe_text(branch['parent_branch_id'])}"
-                    + (f" at {safe_text(fork)}" if fork else ""),
+                    f"  forked from {one_line(branch['parent_branch_id'], ID_WIDTH)}"
+                    + (f" at {one_line(fork, ID_WIDTH)}" if fork else ""),
                     style="dim",
                 )
             branch_node = node.add(label, data={"type": "branch", "id": branch["branch_id"]}, expand=True)

@@ -117,13 +117,13 @@ class RecordPanel(Horizontal):
         place, place_style = decision_summary(detail.decision)
         title = Text()
         title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
-        title.append(safe_text(detail.record_id), style="bold")
+        title.append(one_line(detail.record_id, 200), style="bold")
         title.append("  ·  ")
-        title.append(place, style=place_style)
+        title.append(safe_text(place), style=place_style)
         if not detail.exists:
             title.append("  ✗ record missing from the export", style="bold red")
         if detail.privacy_class:
-            title.append(f"  ·  {detail.privacy_class}", style="magenta")
+            title.append(f"  ·  {safe_text(detail.privacy_class)}", style="magenta")
         self.set_class(detail.decision is None, "-outside")
         self.query_one("#record-title", Static).update(title)
 
@@ -138,10 +138,10 @@ class RecordPanel(Horizontal):
         for row in detail.trace:
             trace.append("\n")
             trace.append(f"  {row.get('step', ''):>3} ", style="dim")
-            trace.append(f"{row.get('policy_family', ''):<13} ")
-            outcome = str(row.get("outcome", ""))
+            trace.append(f"{safe_text(row.get('policy_family', '')):<13} ")
+            outcome = safe_text(row.get("outcome", ""))
             trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
-            trace.append(f"{row.get('reason_code', ''):<22} ")
+            trace.append(f"{safe_text(row.get('reason_code', '')):<22} ")
             trace.append(one_line(row.get("detail"), 80), style="dim")
         self.query_one("#record-trace", Static).update(trace)
         self._show_links(detail, membership)
@@ -169,7 +169,7 @@ class RecordPanel(Horizontal):
         depth = int(link.get("depth") or 0)
         text = Text("  " * max(depth - 1, 0))
         kind = str(link.get("kind") or "?")
-        rid = safe_text(link.get("id"))
+        rid = one_line(link.get("id"), 120)
         if link.get("broken"):
             text.append(f"✗ missing {rid} ", style="bold red")
             text.append(f"({KIND_SHORT.get(kind, kind)}, broken provenance)", style="red")
@@ -178,11 +178,11 @@ class RecordPanel(Horizontal):
         text.append(f"{KIND_SHORT.get(kind, kind)} {rid}", style="bold")
         via = link.get("via")
         if via:
-            text.append(f"  via {via}", style="dim")
+            text.append(f"  via {safe_text(via)}", style="dim")
         place = membership.get((kind, str(link.get("id"))))
         if place is not None:
             phrase = "included" if place.get("decision") == "included" else (
-                f"omitted: {place.get('reason_code')}"
+                f"omitted: {safe_text(place.get('reason_code'))}"
             )
             text.append(f"  [{phrase}]", style="green" if phrase == "included" else "yellow")
         elif kind in KIND_SHORT and kind != "model_run" and not link.get("self"):
