@@ -155,3 +155,32 @@ def test_every_case_of_the_issue_is_in_the_corpus() -> None:
         "manifest_row_count_mismatch", "empty_export", "content_50mb", "invalid_utf8",
         "policy_unknown_key", "policy_wrong_type", "policy_extends_cycle",
     } <= names
+
+
+SECRET = "Bearer abcdefghijklmnopqrstuvwxyz0123"
+
+
+def _secret_export(rows) -> None:
+    rows["messages"][0]["content"] = f"call the API with {SECRET} please"
+    rows["tool_memories"][1]["privacy_class"] = "google_derived"  # m2, included in as1
+
+
+def test_secrets_and_restricted_classes_are_masked_in_cli_output_unless_revealed(
+    capsys, tmp_path: Path
+) -> None:
+    """Untrusted content that holds a credential, and a record of a restricted class: masked
+    in show/why, text and --json; --reveal shows them for that one command only."""
+    db = tmp_path / "s.duckdb"
+    export = make_export(tmp_path / "exp", edit=_secret_export)
+    assert run(capsys, "ingest", str(export), "--db", str(db))[0] == 0
+    summary = "March expenses total 19.75 (two rows)"
+    for argv in (("show", "as1"), ("show", "as1", "--json"), ("why", "as1", "m2", "--json"),
+                 ("why", "as1", "msg1", "--json")):
+        code, out, err = run(capsys, *argv, "--db", str(db))
+        assert code == 0, err
+        assert "abcdefghijklmnop" not in out and summary not in out, argv
+    assert "masked" in run(capsys, "show", "as1", "--db", str(db), "--json")[1]
+    code, out, _err = run(capsys, "show", "as1", "--db", str(db), "--json", "--reveal")
+    assert SECRET in out and summary in out
+    # the reveal is not remembered: the next command masks again
+    assert "abcdefghijklmnop" not in run(capsys, "show", "as1", "--db", str(db), "--json")[1]
