@@ -30,6 +30,7 @@ import pyarrow as pa
 from .contract import RECORD_TABLES, TABLES
 from .errors import ContextlensError, NotFoundError, StoreBusyError, ValidationError
 from .filters import AssemblyFilter, filter_sql, parse_filter
+from .store_lint import LintQueries
 from .validate import (
     CHECK_STEPS,
     ExportLayout,
@@ -508,7 +509,7 @@ def _cols_of(table: str, alias: str = "") -> str:
     return ", ".join(f"{prefix}{q(c)}" for c in TABLES[table].column_names)
 
 
-class Store(__import__(__package__ + ".store_lint", fromlist=["LintQueries"]).LintQueries):
+class Store(LintQueries):
     """A read-mostly view over one store file. Thread-safe: calls are serialised."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
