@@ -389,8 +389,9 @@ class AssemblyScreen(Screen[None]):
         masked = 0
         for part in parts:
             masked += bool(part.masked)
-            rule = f"── #{part.position} {part.header} · {part.tokens} tok "
-            lines.append(safe_text(rule).ljust(PROMPT_WIDTH, "─"))
+            # the header names the speaker (untrusted): one line, cut to the width
+            rule = f"── #{part.position} {one_line(part.header, PROMPT_WIDTH - 30)} · {part.tokens} tok "
+            lines.append(rule.ljust(PROMPT_WIDTH, "─"))
             for body_line in safe_text(part.body).split("\n"):
                 wrapped = textwrap.wrap(
                     body_line, PROMPT_WIDTH, replace_whitespace=False, drop_whitespace=False
@@ -582,7 +583,7 @@ class AssemblyScreen(Screen[None]):
         link = event.link
         if link.get("broken"):
             self.notify(
-                f"{link.get('kind')} {one_line(link.get('id'))} is missing from the export "
+                f"{safe_text(link.get('kind'))} {one_line(link.get('id'), 80)} is missing from the export "
                 "(broken provenance): there is no record to open.",
                 severity="warning",
                 markup=False,
