@@ -11,6 +11,14 @@ from sample_data import SAMPLE_DIR
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test writes to the user's real cache directory."""
+    import os
+
+    os.environ["CONTEXTLENS_CACHE"] = str(tmp_path_factory.mktemp("contextlens-cache"))
+
+
 @pytest.fixture(scope="session")
 def sample_export() -> Path:
     """The committed sample export folder."""
