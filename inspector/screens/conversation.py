@@ -135,6 +135,9 @@ class ConversationScreen(Screen[None]):
         self.conversation_id = conversation_id
         self.focus_assembly = focus_assembly
         self._expanded = True
+        # True until the tree is built and the cursor placed: a fold asked for meanwhile
+        # waits for it (see _toggle_runs).
+        self._focus_pending = True
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -187,6 +190,7 @@ class ConversationScreen(Screen[None]):
         )
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
+        self._focus_pending = False
         self.query_one("#conversation-header", Static).update(Text(safe_text(message.error), style="bold red"))
 
     def on_conversation_loaded(self, message: ConversationLoaded) -> None:
@@ -351,12 +355,19 @@ class ConversationScreen(Screen[None]):
         tree.focus()
         if focus_node is not None:
             self.call_after_refresh(self._focus_node, focus_node)
+        else:
+            self._focus_pending = False
 
-    def _focus_node(self, node: TreeNode[dict[str, Any]]) -> None:
+    def _focus_node(self, node: TreeNode[dict[str, Any]], tries: int = 0) -> None:
         """Put the cursor on ``node`` and scroll it into view, with a few lines of what
         precedes it (such as a compaction marker). The tree's height is only known once its
         lines are laid out, so the scroll waits for the next refresh."""
         tree = self.query_one("#conversation-tree", Tree)
+        # Reading last_line makes the tree lay its lines out now (it otherwise waits for an
+        # idle moment), so the node has its line and the cursor lands on it.
+        if tree.last_line >= 0 and node.line < 0 and tries < 10:
+            self.call_after_refresh(self._focus_node, node, tries + 1)
+            return
         tree.move_cursor(node, animate=False)
 
         def scroll() -> None:
@@ -364,6 +375,7 @@ class ConversationScreen(Screen[None]):
             if line >= 0:
                 tree.scroll_to(y=max(line - tree.scrollable_content_region.height // 2, 0),
                                animate=False)
+            self._focus_pending = False
 
         self.call_after_refresh(scroll)
 
@@ -383,6 +395,14 @@ class ConversationScreen(Screen[None]):
 
     def action_toggle_runs(self) -> None:
         """Fold every run (leaving the branch outline), or unfold everything."""
+        self._toggle_runs()
+
+    def _toggle_runs(self) -> None:
+        if self._focus_pending:
+            # The cursor is still being placed on the request the screen was opened for:
+            # fold after that, so the outcome never depends on which the loop reaches first.
+            self.call_after_refresh(self._toggle_runs)
+            return
         tree = self.query_one("#conversation-tree", Tree)
         self._expanded = not self._expanded
         if self._expanded:
@@ -405,8 +425,10 @@ class ConversationScreen(Screen[None]):
                 node.expand()
                 pending.extend(node.children)
         if outermost_run is not None:
+            # Centre the folded run the same way a focused node is, whatever scroll is
+            # still pending from opening the screen: the result does not depend on timing.
             target = outermost_run
-            self.call_after_refresh(lambda: tree.move_cursor(target, animate=False))
+            self.call_after_refresh(self._focus_node, target)
 
     def action_back(self) -> None:
         self.app.pop_screen()
