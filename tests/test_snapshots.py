@@ -11,21 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from test_app import settle
+from test_app_replay import first_assembly
 
 from inspector.app import ContextLensApp
 
 SIZE = (140, 40)
-
-
-def first_assembly(db: Path, expr: str) -> str:
-    """The earliest assembly matching the filter ``expr`` in the store."""
-    from ingest.filters import parse_filter
-    from ingest.store import Store
-
-    with Store.open(db) as store:
-        page = store.list_assemblies(parse_filter(expr), limit=1)
-    assert page.num_rows, f"the sample has no assembly matching {expr!r}"
-    return page["assembly_id"][0].as_py()
 
 
 def keys_then_settle(*keys: str) -> Any:

@@ -1,16 +1,13 @@
 """Policy versions v1 to v6 shipped with the sample export, as TOML text.
 
-Each version names the version it ``extends`` and changes a few keys; ``resolve`` merges
-the chain (tables merge key by key, lists and scalars replace). Budgets in the policy are
+Each version names the version it ``extends`` and changes a few keys; the registry in
+``replay/policy.py`` merges the chain (tables merge key by key, lists and scalars replace). Budgets in the policy are
 the defaults a runtime puts on a request; the assembler uses the budgets recorded on the
 request (``context_assemblies.token_budget`` / ``byte_budget``) and the policy's
 ``reserve_tokens``.
 """
 
 from __future__ import annotations
-
-import tomllib
-from typing import Any
 
 POLICY_TOML: dict[str, str] = {
     "v1": '''\
@@ -140,22 +137,3 @@ byte_budget = 32768
 }
 
 VERSIONS: tuple[str, ...] = tuple(POLICY_TOML)
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def resolve(version: str) -> dict[str, Any]:
-    """The effective settings of ``version`` with its ``extends`` chain merged in."""
-    raw = tomllib.loads(POLICY_TOML[version])
-    parent = raw.pop("extends", None)
-    if parent is None:
-        return raw
-    return _merge(resolve(parent), raw)
