@@ -10,22 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_app import settle
-from test_app_replay import first_assembly
+from test_app_replay import first_assembly, keys_then_settle
 
 from inspector.app import ContextLensApp
 
 SIZE = (140, 40)
-
-
-def keys_then_settle(*keys: str) -> Any:
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
-
-    return run_before
 
 
 def test_request_list(snap_compare: Any, sample_db: Path) -> None:
