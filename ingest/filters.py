@@ -19,7 +19,8 @@ from .errors import ContextlensError
 # key -> SQL over assembly_summary with one ? for the value
 _KEY_SQL: dict[str, str] = {
     "tag": "list_contains(tags, ?)",
-    "scenario": "scenario = ?",
+    # a scenario name or its beginning: scenario:incident finds incident_calendar_freshness
+    "scenario": "starts_with(scenario, ?)",
     "policy": "policy_version = ?",
     "runtime": "runtime_kind = ?",
     "participant": "participant_id = ?",

@@ -43,6 +43,9 @@ def test_list_filter_narrows_and_unknown_key_fails(capsys, sample_db: Path) -> N
     assert code == 2 and "colour" in err and "Traceback" not in err
     injected = run_json(capsys, "list", "--db", str(sample_db), "--filter", "x' OR 1=1 --")
     assert injected == []
+    # a scenario is found by the beginning of its name too
+    incident = run_json(capsys, "list", "--db", str(sample_db), "--filter", "scenario:incident")
+    assert incident and {r["scenario"] for r in incident} == {"incident_calendar_freshness"}
 
 
 def _first(rows, **match):
