@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from test_adapters import _sql
 
 from ingest.adapters import adapt, detect_format
 from ingest.store import Store, ingest
@@ -37,14 +38,6 @@ def _load(path: Path, tmp_path: Path) -> tuple[Path, object]:
     ing = ingest(res.export_dir, db)
     assert ing.changed
     return db, res
-
-
-def _sql(db: Path, q: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.sql(q).fetchall()
-    finally:
-        con.close()
 
 
 def _lines(path: Path) -> list[dict]:

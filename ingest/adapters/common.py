@@ -547,46 +547,38 @@ class Builder:
         decisions = self.rows.setdefault("policy_decisions", [])
         sel: list[tuple[str, str, str, str | None, int | None]] = []
         seen: set[tuple[str, str]] = set()
-        step = 0
+
+        def record(r: Any, decision: str, family: str, reason: str, detail: str) -> None:
+            """One final row and its one trace step. Included records are all recorded
+            before any omitted one, so the count so far is the next prompt position
+            (duplicates are skipped, so positions stay 0..n-1)."""
+            included_now = decision == "included"
+            position = len(sel) if included_now else None
+            rendering = "verbatim" if included_now else None
+            records.append({
+                "assembly_id": aid, "record_kind": r.kind, "record_id": r.id,
+                "decision": decision, "rendering": rendering, "position": position,
+                "policy_family": family, "reason_code": reason, "detail": detail,
+                "tokens": r.tokens,
+            })
+            decisions.append({
+                "decision_id": f"{aid}:d{len(sel)}", "assembly_id": aid, "step": len(sel),
+                "record_kind": r.kind, "record_id": r.id, "policy_family": family,
+                "outcome": "allow" if included_now else "deny", "reason_code": reason,
+                "detail": detail,
+            })
+            sel.append((r.kind, r.id, decision, rendering, position))
+
         inc_tokens = 0
         msgs_in = arts_in = 0
-        for pos, r in enumerate(included):
+        for r in included:
             if (r.kind, r.id) in seen:
                 continue
             seen.add((r.kind, r.id))
             inc_tokens += r.tokens
             msgs_in += r.kind == "message"
             arts_in += r.kind == "tool_artifact"
-            detail = "sent in the recorded request"
-            records.append(
-                {
-                    "assembly_id": aid,
-                    "record_kind": r.kind,
-                    "record_id": r.id,
-                    "decision": "included",
-                    "rendering": "verbatim",
-                    "position": pos,
-                    "policy_family": "window",
-                    "reason_code": "in_window",
-                    "detail": detail,
-                    "tokens": r.tokens,
-                }
-            )
-            decisions.append(
-                {
-                    "decision_id": f"{aid}:d{step}",
-                    "assembly_id": aid,
-                    "step": step,
-                    "record_kind": r.kind,
-                    "record_id": r.id,
-                    "policy_family": "window",
-                    "outcome": "allow",
-                    "reason_code": "in_window",
-                    "detail": detail,
-                }
-            )
-            step += 1
-            sel.append((r.kind, r.id, "included", "verbatim", pos))
+            record(r, "included", "window", "in_window", "sent in the recorded request")
         all_tokens = inc_tokens
         msgs_all = msgs_in
         for r, reason, family, detail in omitted:
@@ -595,35 +587,7 @@ class Builder:
             seen.add((r.kind, r.id))
             all_tokens += r.tokens
             msgs_all += r.kind == "message"
-            records.append(
-                {
-                    "assembly_id": aid,
-                    "record_kind": r.kind,
-                    "record_id": r.id,
-                    "decision": "omitted",
-                    "rendering": None,
-                    "position": None,
-                    "policy_family": family,
-                    "reason_code": reason,
-                    "detail": detail,
-                    "tokens": r.tokens,
-                }
-            )
-            decisions.append(
-                {
-                    "decision_id": f"{aid}:d{step}",
-                    "assembly_id": aid,
-                    "step": step,
-                    "record_kind": r.kind,
-                    "record_id": r.id,
-                    "policy_family": family,
-                    "outcome": "deny",
-                    "reason_code": reason,
-                    "detail": detail,
-                }
-            )
-            step += 1
-            sel.append((r.kind, r.id, "omitted", None, None))
+            record(r, "omitted", family, reason, detail)
         tags = [f"source:{self.fmt}", f"transcript:{self.source.name}"]
         if recorded_input is not None:
             unattributed = recorded_input - inc_tokens
