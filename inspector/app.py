@@ -1,8 +1,9 @@
 """The contextlens Textual app: a thin shell that owns the store connections and the screens.
 
-Screens live one per file under ``inspector/screens``; every database call runs in a thread
-worker that reads through ``ContextLensApp.store()`` (one read-only ``Store`` per worker
-thread) and posts a message back. Nothing here touches DuckDB directly.
+Screens live one per file under ``inspector/screens``; every question goes to the read model
+(``readmodel.ReadModel``) from a thread worker, through ``ContextLensApp.answers()`` (one
+read-only store per worker thread; replays cached for the whole app), and the answer comes
+back as a message. Nothing here touches DuckDB directly.
 """
 
 from __future__ import annotations
@@ -24,6 +25,28 @@ from .widgets.safe import one_line
 
 if TYPE_CHECKING:
     from ingest.store import Store
+    from readmodel import ReadModel
+
+
+def key_owners() -> list[tuple[str, Any]]:
+    """(help section title, class with BINDINGS) for every screen and keyed widget, in the
+    order the help lists them."""
+    from .screens.diff import DiffScreen
+    from .screens.replay import PolicyPicker
+    from .screens.verify import VerifyScreen
+    from .widgets.record_panel import ProvenanceList
+
+    return [
+        ("Everywhere", ContextLensApp),
+        ("Request list", RequestsScreen),
+        ("Assembly", AssemblyScreen),
+        ("Provenance chain (assembly screen)", ProvenanceList),
+        ("Replay: policy picker (assembly screen, r)", PolicyPicker),
+        ("Diff", DiffScreen),
+        ("Verify (request list, V)", VerifyScreen),
+        ("Conversation", ConversationScreen),
+        ("Reveal confirmation", ConfirmReveal),
+    ]
 
 
 class ContextLensApp(App[None]):
@@ -60,6 +83,9 @@ class ContextLensApp(App[None]):
         self._local = threading.local()
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
+        from readmodel import ReplayCache
+
+        self.replays = ReplayCache()
         # the file name is shown, so it is data too (a transcript may name it)
         self.sub_title = one_line(self.db_path.name, 80)
 
@@ -76,6 +102,16 @@ class ContextLensApp(App[None]):
             with self._stores_lock:
                 self._stores.append(store)
         return store
+
+    def answers(self) -> "ReadModel":
+        """The read model over this thread's store. Call from workers only."""
+        model = getattr(self._local, "answers", None)
+        if model is None:
+            from readmodel import ReadModel
+
+            model = ReadModel(self.store(), self.registry, self.replays)
+            self._local.answers = model
+        return model
 
     def registry(self) -> Any:
         """The policy registry (loaded once, on first use). Call from workers only: loading
@@ -114,11 +150,23 @@ class ContextLensApp(App[None]):
     def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
         self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))
 
-    def open_diff(self, assembly_id: str, version: str, against: str = "recorded") -> None:
-        """Replay ``assembly_id`` under ``version`` and diff it against ``against``."""
+    def open_diff(self, assembly_id: str, version: str, against: str = "recorded",
+                  diff: Any = None, note: str | None = None) -> None:
+        """Replay ``assembly_id`` under ``version`` and diff it against ``against`` (or show
+        a ``diff`` already computed, e.g. verify's drift, with a ``note``)."""
         from .screens.diff import DiffScreen
 
-        self.push_screen(DiffScreen(assembly_id, version, against))
+        self.push_screen(DiffScreen(assembly_id, version, against, diff=diff, note=note))
+
+    def pick_replay(self, assembly_id: str, recorded_version: str | None) -> None:
+        """Ask for a policy version (and side A), then open the diff."""
+        from .screens.replay import PolicyPicker, ReplayChoice
+
+        def chosen(choice: ReplayChoice | None) -> None:
+            if choice is not None:
+                self.open_diff(assembly_id, choice.version, choice.against)
+
+        self.push_screen(PolicyPicker(assembly_id, recorded_version), chosen)
 
     def open_verify(self) -> None:
         from .screens.verify import VerifyScreen

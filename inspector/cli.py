@@ -10,22 +10,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from typing import Mapping
+
 import click
 
 from ingest.errors import ContextlensError
+from ingest.text import clip, json_safe, visible_text
+from ingest.timefmt import table_time
 
 from .stores import resolve_store
 
 # ----------------------------------------------------------------------------- output helpers
-
-# json.dumps escapes C0 controls itself; these it would leave raw with ensure_ascii=False.
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date)):
@@ -34,12 +33,15 @@ def _json_default(value: Any) -> Any:
         return value.hex()
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def dumps(obj: Any) -> str:
-    text = json.dumps(obj, default=_json_default, ensure_ascii=False, indent=2)
-    return _JSON_UNSAFE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return json_safe(json.dumps(obj, default=_json_default, ensure_ascii=False, indent=2))
 
 
 def emit_json(obj: Any) -> None:
@@ -47,20 +49,18 @@ def emit_json(obj: Any) -> None:
 
 
 def _vis(value: Any) -> str:
-    from replay.render import visible_text
-
     if value is None:
         return "-"
     if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(value, list):
+        return table_time(value)
+    if isinstance(value, (list, tuple)):
         return ", ".join(visible_text(str(v)) for v in value)
     return visible_text(str(value))
 
 
 def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> None:
     """A plain, aligned text table (no markup: every cell is escaped data)."""
-    cells = [[_vis(r.get(c))[:max_width] for c in columns] for r in rows]
+    cells = [[clip(_vis(r.get(c)), max_width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     for row in cells:
@@ -90,14 +90,22 @@ def _warn(message: str) -> None:
     click.echo(f"warning: {_vis(message)}", err=True)
 
 
-def _open_store(db: str | None):
-    from ingest.store import Store
+class _Answers:
+    """The read model over the store named by ``--db`` (closed on exit)."""
 
-    return Store.open(resolve_store(db, _progress_printer(), warn=_warn))
+    def __init__(self, db: str | None, policies_dir: str | None = None) -> None:
+        from ingest.store import Store
+        from readmodel import ReadModel
 
+        registry = _registry(policies_dir) if policies_dir else None
+        self.store = Store.open(resolve_store(db, _progress_printer(), warn=_warn))
+        self.model = ReadModel(self.store, registry)
 
-def _rows(table: Any) -> list[dict[str, Any]]:
-    return table.to_pylist()
+    def __enter__(self):
+        return self.model
+
+    def __exit__(self, *_: Any) -> None:
+        self.store.close()
 
 
 # ----------------------------------------------------------------------------- commands
@@ -109,6 +117,14 @@ db_option = click.option(
     help="A store file or an export folder (default: the bundled sample).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+policies_option = click.option(
+    "--policies",
+    "policies_dir",
+    metavar="DIR",
+    help="A folder of policy TOML files (default: the bundled sample_data/policies).",
+)
+
+
 reveal_option = click.option(
     "--reveal",
     is_flag=True,
@@ -230,22 +246,22 @@ LIST_COLUMNS = [
 @click.option("--sort", default="assembled_at", show_default=True, help="Column to sort by.")
 @click.option("--desc", is_flag=True, help="Sort descending.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
+@reveal_option
 @json_option
-def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, limit: int | None, as_json: bool) -> None:
+def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, limit: int | None,
+             reveal: bool, as_json: bool) -> None:
     """List recorded requests (context assemblies)."""
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr)
-    with _open_store(db) as store:
-        table = store.list_assemblies(flt, sort=sort, descending=desc, limit=limit)
-        total = store.count_assemblies(None)
-        matched = store.count_assemblies(flt)
-    rows = _rows(table)
+    with _Answers(db) as answers:
+        page = answers.requests(flt, sort=sort, descending=desc, limit=limit, reveal=reveal)
+    rows = page.rows.to_pylist()
     if as_json:
         emit_json(rows)
         return
     print_table(rows, LIST_COLUMNS, max_width=36)
-    click.echo(f"{len(rows)} shown, {matched} of {total} requests match")
+    click.echo(f"{len(rows)} shown, {page.matched} of {page.total} requests match")
 
 
 RECORD_FIELDS_INCLUDED = ["record_kind", "record_id", "position", "rendering", "reason_code", "policy_family", "tokens"]
@@ -259,31 +275,28 @@ RECORD_FIELDS_OMITTED = ["record_kind", "record_id", "reason_code", "policy_fami
 @json_option
 def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
     """What one request put in the prompt, and what it left out and why."""
-    with _open_store(db) as store:
-        assembly = store.assembly(assembly_id)
-        records = _rows(store.assembly_records(assembly_id))
-        privacy = {(r["record_kind"], r["record_id"]): r.get("privacy_class") for r in _rows(store.record_privacy(assembly_id))}
-    if not reveal:
-        _mask_labels(records, privacy)
-    included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"] if k in r} for r in records if r["decision"] == "included"]
-    omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"] if k in r} for r in records if r["decision"] == "omitted"]
-    tokens = token_accounting(assembly, included)
+    with _Answers(db) as answers:
+        view = answers.assembly(assembly_id, reveal=reveal)
+    assembly = dict(view.request)
+    included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"]} for r in view.included().to_pylist()]
+    omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"]} for r in view.omitted().to_pylist()]
+    tokens = view.tokens
     if as_json:
-        emit_json({"assembly": assembly, "tokens": tokens, "included": included, "omitted": omitted,
-                   "unattributed_tokens": tokens["unattributed_tokens"]})
+        emit_json({"assembly": assembly, "tokens": tokens.to_json(), "included": included,
+                   "omitted": omitted, "unattributed_tokens": tokens.unattributed})
         return
     click.echo(
         f"assembly {_vis(assembly_id)}  {_vis(assembly.get('runtime_kind'))}  participant {_vis(assembly.get('participant_id'))}"
         f"  policy {_vis(assembly.get('policy_version'))}  {_vis(assembly.get('provider'))}/{_vis(assembly.get('model'))}"
     )
     click.echo(
-        f"tokens {assembly.get('assembled_tokens')} of budget {assembly.get('token_budget')}"
-        f" (history replay would send {assembly.get('baseline_tokens')})  tags {_vis(assembly.get('tags'))}"
+        f"tokens {tokens.assembled_tokens} of budget {tokens.token_budget}"
+        f" (history replay would send {tokens.baseline_tokens})  tags {_vis(assembly.get('tags'))}"
     )
-    if tokens["recorded"]:
+    if tokens.recorded:
         click.echo(
-            f"recorded input {assembly.get('assembled_tokens')} tokens; the included records"
-            f" explain {tokens['included_estimate']}, unattributed {tokens['unattributed_tokens']}"
+            f"recorded input {tokens.assembled_tokens} tokens; the included records"
+            f" explain {tokens.included_estimate}, unattributed {tokens.unattributed}"
             " (system prompt, tool schemas, estimator error)"
         )
     click.echo(f"\nincluded ({len(included)}), in prompt order:")
@@ -292,90 +305,34 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
     print_table(omitted, RECORD_FIELDS_OMITTED)
 
 
-def token_accounting(assembly: dict[str, Any], included: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recorded tokens beside the estimate. A transcript adapter tags a request whose input
-    tokens were recorded with ``tokens:recorded`` and ``unattributed_tokens:<n>``: what the
-    included records do not explain (system prompt, tool schemas)."""
-    tags = assembly.get("tags") or []
-    recorded = "tokens:recorded" in tags
-    unattributed = None
-    for tag in tags:
-        if tag.startswith("unattributed_tokens:"):
-            try:
-                unattributed = int(tag.split(":", 1)[1])
-            except ValueError:
-                unattributed = None
-    return {
-        "recorded": recorded,
-        "assembled_tokens": assembly.get("assembled_tokens"),
-        "included_estimate": sum(int(r.get("tokens") or 0) for r in included),
-        "unattributed_tokens": unattributed,
-    }
-
-
-def _mask_labels(rows: list[dict[str, Any]], privacy: dict[tuple[str, str], str | None]) -> None:
-    """Labels quote record content: mask restricted classes and secret-looking values."""
-    from replay.render import mask_value
-
-    for r in rows:
-        if r.get("label") is not None:
-            r["label"] = mask_value(r["label"], privacy.get((r["record_kind"], r["record_id"])), False)
-
-
 @cli.command()
 @click.argument("assembly_id")
 @click.argument("record_id")
+@click.option("--policy", "policy_version", default=None, metavar="V",
+              help="Explain the record in a replay under V (default: the recording).")
 @db_option
+@policies_option
 @reveal_option
 @json_option
-def why(assembly_id: str, record_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
+def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | None,
+        policies_dir: str | None, reveal: bool, as_json: bool) -> None:
     """Why RECORD_ID was (or was not) in ASSEMBLY_ID's prompt, with its provenance."""
-    from replay.explain import explain, policy_key
-    from replay.render import mask_value
+    from readmodel import RECORDED
 
-    with _open_store(db) as store:
-        assembly = store.assembly(assembly_id)
-        rec = store.record_decision(assembly_id, record_id)
-        record = store.record(rec["record_kind"], record_id)
-        decisions = _rows(store.policy_decisions(assembly_id, record_id))
-        provenance = store.provenance(rec["record_kind"], record_id)
-    sentence = explain(assembly, rec, record, decisions, provenance)
-    for link in provenance:  # each link is masked by its own record's privacy class
-        link["label"] = mask_value(link.get("label"), link.get("privacy_class"), reveal)
-    out = {
-        "assembly_id": assembly_id,
-        "record_kind": rec["record_kind"],
-        "record_id": record_id,
-        "decision": rec["decision"],
-        "rendering": rec.get("rendering"),
-        "reason_code": rec["reason_code"],
-        "policy_family": rec["policy_family"],
-        "detail": rec.get("detail"),
-        "tokens": rec.get("tokens"),
-        "explanation": sentence,
-        "policy_key": policy_key(assembly, rec, record),
-        "decisions": decisions,
-        "provenance": provenance,
-    }
+    with _Answers(db, policies_dir) as answers:
+        answer = answers.why(assembly_id, record_id, side=policy_version or RECORDED, reveal=reveal)
     if as_json:
-        emit_json(out)
+        emit_json(answer.to_json())
         return
-    click.echo(_vis(sentence))
+    click.echo(_vis(answer.sentence))
     click.echo("\ndecision trace:")
-    print_table(decisions, ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
+    print_table([dict(t) for t in answer.trace],
+                ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
     click.echo("\nprovenance:")
-    for link in provenance:
-        mark = "✗ missing " if link.get("broken") else ""
-        indent = "  " * int(link.get("depth", 0))
-        click.echo(f"{indent}{mark}{_vis(link['kind'])} {_vis(link['id'])}  {_vis(link.get('label'))}")
-
-
-policies_option = click.option(
-    "--policies",
-    "policies_dir",
-    metavar="DIR",
-    help="A folder of policy TOML files (default: the bundled sample_data/policies).",
-)
+    for link in answer.provenance:
+        mark = "✗ missing " if link.broken else ""
+        indent = "  " * link.depth
+        click.echo(f"{indent}{mark}{_vis(link.kind)} {_vis(link.id)}  {_vis(link.label)}")
 
 
 def _registry(policies_dir: str | None):
@@ -389,21 +346,9 @@ def _registry(policies_dir: str | None):
 @json_option
 def policies(policies_dir: str | None, as_json: bool) -> None:
     """List policy versions, their descriptions and what each changes from its parent."""
-    registry = _registry(policies_dir)
-    out = []
-    for version in registry.versions():
-        policy = registry.get(version)
-        out.append(
-            {
-                "version": version,
-                "extends": policy.extends,
-                "description": policy.description,
-                "changes": [
-                    {"key": c.key, "parent": c.parent, "value": c.value}
-                    for c in registry.changes(version)
-                ],
-            }
-        )
+    from readmodel import ReadModel
+
+    out = [p.to_json() for p in ReadModel(None, _registry(policies_dir)).policies()]  # type: ignore[arg-type]
     if as_json:
         emit_json(out)
         return
@@ -415,38 +360,28 @@ def policies(policies_dir: str | None, as_json: bool) -> None:
             click.echo(f"    {_vis(c['key'])}: {_vis(was)} -> {_vis(now)}")
 
 
-def _assembly_json(assembly: Any) -> dict[str, Any]:
-    records = assembly.records
-    included = sorted(
-        (r for r in records if r["decision"] == "included"), key=lambda r: r["position"]
-    )
-    omitted = [r for r in records if r["decision"] == "omitted"]
-    return {
-        "assembly_id": assembly.assembly_id,
-        "policy_version": assembly.policy_version,
-        "assembler": assembly.assembler,
-        "selection_hash": assembly.selection_hash,
-        "assembled_tokens": assembly.assembled_tokens,
-        "baseline_tokens": assembly.baseline_tokens,
-        "included": [{k: r.get(k) for k in RECORD_FIELDS_INCLUDED} for r in included],
-        "omitted": [{k: r.get(k) for k in RECORD_FIELDS_OMITTED} for r in omitted],
-    }
-
-
 @cli.command()
 @click.argument("assembly_id")
 @click.option("--policy", "policy_version", required=True, metavar="V", help="Policy version to replay under.")
 @db_option
 @policies_option
+@reveal_option
 @json_option
-def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: str | None, as_json: bool) -> None:
+def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: str | None,
+           reveal: bool, as_json: bool) -> None:
     """Re-run the assembly of ASSEMBLY_ID under policy V (no model call)."""
-    from replay import service
-
-    registry = _registry(policies_dir)
-    with _open_store(db) as store:
-        result = service.replay(store, assembly_id, policy_version, registry)
-    out = _assembly_json(result)
+    with _Answers(db, policies_dir) as answers:
+        result = answers.replay(assembly_id, policy_version, reveal=reveal)
+    out = {
+        "assembly_id": result.assembly_id,
+        "policy_version": result.policy_version,
+        "assembler": result.assembler,
+        "selection_hash": result.selection_hash,
+        "assembled_tokens": result.assembled_tokens,
+        "baseline_tokens": result.baseline_tokens,
+        "included": [{k: r.get(k) for k in RECORD_FIELDS_INCLUDED} for r in result.included],
+        "omitted": [{k: r.get(k) for k in RECORD_FIELDS_OMITTED} for r in result.omitted],
+    }
     if as_json:
         emit_json(out)
         return
@@ -495,15 +430,13 @@ def _print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
 @click.option("--against", default="recorded", show_default=True, metavar="recorded|V2", help="Side A: the recorded assembly, or a replay under V2.")
 @db_option
 @policies_option
+@reveal_option
 @json_option
-def diff(assembly_id: str, policy_version: str, against: str, db: str | None, policies_dir: str | None, as_json: bool) -> None:
+def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
+         policies_dir: str | None, reveal: bool, as_json: bool) -> None:
     """What changes for ASSEMBLY_ID under policy V, against the recording or another version."""
-    from replay import service
-
-    registry = _registry(policies_dir)
-    with _open_store(db) as store:
-        result = service.diff(store, assembly_id, policy_version, against=against, registry=registry)
-    out = result.to_json()
+    with _Answers(db, policies_dir) as answers:
+        out = answers.diff(assembly_id, policy_version, against=against, reveal=reveal).to_json()
     if as_json:
         emit_json(out)
         return
@@ -521,17 +454,13 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
     Exits 0 when all are faithful, 1 when any drifted or could not be replayed.
     """
     from ingest.filters import parse_filter
-    from replay import service
 
-    registry = _registry(policies_dir)
     flt = parse_filter(filter_expr) if filter_expr else None
     progress = None if as_json else _progress_printer()
-    with _open_store(db) as store:
-        result = service.verify(
-            store,
-            registry,
+    with _Answers(db, policies_dir) as answers:
+        result = answers.verify(
+            flt,
             progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
-            flt=flt,
         )
     out = result.to_json()
     if as_json:
@@ -550,19 +479,18 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
 @cli.command()
 @db_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
+@reveal_option
 @json_option
-def lint(db: str | None, filter_expr: str | None, as_json: bool) -> None:
+def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -> None:
     """Find transcript mistakes and safety violations in recorded assemblies.
 
     Exits 1 when any finding is an error, 0 otherwise. Rules: docs/lint.md.
     """
     from ingest.filters import parse_filter
-    from replay.lint import lint as run_lint
 
     flt = parse_filter(filter_expr) if filter_expr else None
-    with _open_store(db) as store:
-        findings = run_lint(store, flt)
-    out = [f.to_json() for f in findings]
+    with _Answers(db) as answers:
+        out = answers.lint(flt, reveal=reveal)
     if as_json:
         emit_json(out)
     else:
@@ -586,10 +514,8 @@ def report() -> None:
 @json_option
 def report_tokens(db: str | None, as_json: bool) -> None:
     """Per scenario: history-replay (baseline) tokens, assembled tokens and the reduction."""
-    from replay import service
-
-    with _open_store(db) as store:
-        rows = service.token_report(store)
+    with _Answers(db) as answers:
+        rows = [r.to_json() for r in answers.token_report()]
     if as_json:
         emit_json(rows)
         return
@@ -623,8 +549,6 @@ def main(argv: list[str] | None = None) -> None:
         err.show()
         sys.exit(err.exit_code)
     except ContextlensError as err:
-        from replay.render import visible_text
-
         click.echo(f"contextlens: error: {visible_text(str(err))}", err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
@@ -632,8 +556,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # a bug of ours: still one line, the traceback on request
         if os.environ.get("CONTEXTLENS_DEBUG"):
             raise
-        from replay.render import visible_text
-
         click.echo(
             f"contextlens: internal error: {type(err).__name__}: {visible_text(str(err))}"
             " (set CONTEXTLENS_DEBUG=1 for the traceback)",

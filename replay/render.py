@@ -1,8 +1,8 @@
 """The prompt as the model saw it, rebuilt from an assembly's included records.
 
 Each included record becomes one ``PromptPart``: a header saying what it is and how it was
-rendered, and the body the model received. Restricted privacy classes and secret-looking
-values are masked unless the caller explicitly asks to reveal them.
+rendered, and the body the model received, with the record's privacy class. Parts are not
+masked here: the read model (``readmodel.masking``) masks them before anyone sees them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.contract import RESTRICTED_PRIVACY
 from ingest.errors import ContextlensError
+from ingest.text import visible_text as _visible_text
+from ingest.timefmt import sentence_time
 
 # Values that look like credentials, whatever their record's privacy class says.
 SECRET_PATTERNS = re.compile(
@@ -38,25 +39,6 @@ def mask_secrets(text: str) -> str:
     return SECRET_PATTERNS.sub(_sub, text)
 
 
-def masked_placeholder(privacy_class: str) -> str:
-    return f"[masked: {privacy_class} content; reveal to show]"
-
-
-def is_restricted(privacy_class: str | None) -> bool:
-    return privacy_class in RESTRICTED_PRIVACY
-
-
-def mask_value(text: str | None, privacy_class: str | None, reveal: bool) -> str:
-    """What may be shown of ``text``: all of it when revealed, else masked as needed."""
-    if text is None:
-        return ""
-    if reveal:
-        return text
-    if is_restricted(privacy_class):
-        return masked_placeholder(str(privacy_class))
-    return mask_secrets(text)
-
-
 @dataclass(frozen=True)
 class PromptPart:
     record_kind: str
@@ -66,16 +48,7 @@ class PromptPart:
     tokens: int
     header: str
     body: str
-    masked: bool
-
-
-def _fmt_ts(value: Any) -> str:
-    if value is None:
-        return "unknown time"
-    try:
-        return value.strftime("%Y-%m-%d %H:%M UTC")
-    except AttributeError:
-        return str(value)
+    privacy_class: str | None
 
 
 def _header(row: dict[str, Any]) -> str:
@@ -106,8 +79,8 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
     if rendering == "stale_marker":
         tools = ", ".join(row.get("revalidation_tools") or []) or "its source tool"
         return (
-            f"[STALE: observed {_fmt_ts(row.get('observed_at'))}, stale since "
-            f"{_fmt_ts(row.get('stale_after'))}; do not treat as current, revalidate with "
+            f"[STALE: observed {sentence_time(row.get('observed_at'))}, stale since "
+            f"{sentence_time(row.get('stale_after'))}; do not treat as current, revalidate with "
             f"{tools}] {content}"
         )
     if rendering == "revalidation_hint":
@@ -124,7 +97,7 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
     return content
 
 
-def render_prompt(store: Any, assembly_id: str, reveal: bool = False) -> list[PromptPart]:
+def render_prompt(store: Any, assembly_id: str) -> list[PromptPart]:
     """The included records of ``assembly_id`` in prompt order, as the model received them.
 
     ``store`` is an ``ingest.store.Store``. Raw bodies of rehydrated artifacts are read from
@@ -142,8 +115,6 @@ def render_prompt(store: Any, assembly_id: str, reveal: bool = False) -> list[Pr
             except ContextlensError as err:
                 raw = f"[raw body unavailable: {err}]"
         body = _body(row, raw)
-        privacy = row.get("privacy_class")
-        shown = mask_value(body, privacy, reveal)
         parts.append(
             PromptPart(
                 record_kind=row["record_kind"],
@@ -152,28 +123,12 @@ def render_prompt(store: Any, assembly_id: str, reveal: bool = False) -> list[Pr
                 rendering=row["rendering"] or "",
                 tokens=int(row["tokens"] or 0),
                 header=_header(row),
-                body=shown,
-                masked=shown != body,
+                body=body,
+                privacy_class=row.get("privacy_class"),
             )
         )
     return parts
 
 
-# Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides: log
-# content must never steer the terminal or reorder what the reader sees.
-_UNSAFE_CHARS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    ch = m.group()
-    return "\\x%02x" % ord(ch) if ord(ch) < 0x100 else "\\u%04x" % ord(ch)
-
-
-def visible_text(text: str | None) -> str:
-    """``text`` with every control or bidi-override character shown as a visible escape
-    (ESC becomes ``\\x1b``), so a terminal prints it literally and does not obey it."""
-    if not text:
-        return text or ""
-    return _UNSAFE_CHARS.sub(_escape_char, text)
+# the unsafe-character rule lives in ingest.text; kept importable from here
+visible_text = _visible_text

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["VerifyResult", "recorded_assembly", "replay", "diff", "verify", "token_report"]
+__all__ = ["VerifyResult", "diff", "recorded_assembly", "recorded_records", "replay", "token_report", "verify"]
 
 Progress = Callable[[int, int], None]
 _CHUNK = 256  # conversations whose snapshots verify loads with one query per graph table
@@ -52,7 +52,7 @@ def _clean_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def recorded_assembly(store: "Store", assembly_id: str, row: dict[str, Any] | None = None) -> Assembly:
     """The assembly as recorded in the store (records, decisions, recorded counts)."""
     row = row if row is not None else store.assembly(assembly_id)
-    recs = _recorded_records(store, assembly_id, row["export_id"])
+    recs = recorded_records(store, assembly_id, row["export_id"])
     decisions = store.recorded_decisions(assembly_id).to_pylist()
     inc = [r for r in recs if r["decision"] == "included"]
     return Assembly(
@@ -70,7 +70,7 @@ def recorded_assembly(store: "Store", assembly_id: str, row: dict[str, Any] | No
     )
 
 
-def _recorded_records(store: "Store", assembly_id: str, export_id: str) -> list[dict[str, Any]]:
+def recorded_records(store: "Store", assembly_id: str, export_id: str) -> list[dict[str, Any]]:
     return _clean_records(store.recorded_records([assembly_id], export_id).to_pylist())
 
 
@@ -102,7 +102,7 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
     b = plugin.assemble(snapshot, request, policy_b)
     if against == "recorded":
         # only the records are compared: no need for the recorded decisions
-        a_records = _recorded_records(store, assembly_id, row["export_id"])
+        a_records = recorded_records(store, assembly_id, row["export_id"])
         a_label = f"recorded {row['policy_version']}"
     else:
         a_records = plugin.assemble(snapshot, request, reg.get(against)).records

@@ -109,6 +109,9 @@ async def settle(pilot: Any) -> None:
     but not yet started cannot be awaited: both are fine here, the loop looks again."""
     app = pilot.app
     for _ in range(50):
+        if getattr(app.screen, "filter_pending", False):
+            await pilot.pause(0.1)  # typed filter text waits for its pause
+            continue
         try:
             await app.workers.wait_for_complete()
         except (WorkerCancelled, WorkerError):

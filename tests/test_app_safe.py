@@ -7,9 +7,10 @@ import datetime as dt
 import pyarrow as pa
 from rich.text import Text
 
-from inspector.screens.assembly import masked_labels
+from ingest.timefmt import table_time_column
 from inspector.screens.requests import display_page
-from inspector.widgets.arrow_table import timestamp_text, token_bar
+from inspector.widgets.arrow_table import token_bar
+from readmodel import Masker
 from inspector.widgets.safe import one_line, plain, safe_column, safe_table, safe_text
 
 
@@ -48,8 +49,7 @@ def test_token_bar_and_timestamps() -> None:
     ]
     when = pa.array([dt.datetime(2025, 3, 1, 9, 15, 7, 123, tzinfo=dt.timezone.utc)],
                     pa.timestamp("us", tz="UTC"))
-    assert timestamp_text(when).to_pylist() == ["2025-03-01 09:15:07"]
-    assert timestamp_text(when, seconds=False).to_pylist() == ["2025-03-01 09:15"]
+    assert table_time_column(when).to_pylist() == ["2025-03-01 09:15:07"]
 
 
 def test_display_page_is_columnar_and_drops_the_scenario_tag() -> None:
@@ -70,9 +70,11 @@ def test_display_page_is_columnar_and_drops_the_scenario_tag() -> None:
 
 
 def test_restricted_labels_masked_columnar() -> None:
-    records = pa.table({"label": ["secret cal", "public", None]})
+    labels = pa.array(["secret cal", "public", None])
     privacy = pa.array(["google_derived", "public", None])
-    masked = masked_labels(records, privacy, reveal=False).to_pylist()
+    masker = Masker(reveal=False)
+    masked = masker.column(labels, privacy).to_pylist()
     assert masked[0].startswith("[masked: google_derived") and "secret" not in masked[0]
-    assert masked[1:] == ["public", ""]
-    assert masked_labels(records, privacy, reveal=True).to_pylist()[0] == "secret cal"
+    assert masked[1:] == ["public", None]
+    assert masker.masked == 1
+    assert Masker(reveal=True).column(labels, privacy).to_pylist()[0] == "secret cal"

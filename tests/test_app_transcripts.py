@@ -8,6 +8,8 @@ transcript here, independently of the adapter; per-assembly figures come from th
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from test_app import run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen, recorded_tokens_line
+from readmodel import token_accounting
 from inspector.screens.conversation import ConversationScreen
 from inspector.screens.requests import RequestsScreen
 
@@ -251,22 +254,25 @@ async def test_compacted_records_grouped_like_any_reason(cc_db: Path) -> None:
         assert "omitted: compacted (window stage)" in screen_text(app)
 
 
+def _accounting(tags: list[str], assembled: int, included_tokens: int):
+    records = pa.table({"record_kind": ["message"], "decision": ["included"],
+                        "tokens": pa.array([included_tokens], pa.int64())})
+    return token_accounting({"tags": tags, "assembled_tokens": assembled}, records)
+
+
 def test_recorded_line_only_for_recorded_assemblies() -> None:
-    assert recorded_tokens_line({"tags": ["tokens:estimated"], "assembled_tokens": 5}, 5) is None
-    assert recorded_tokens_line({"tags": [], "assembled_tokens": 5}, 5) is None
-    line = recorded_tokens_line({"tags": ["tokens:recorded"], "assembled_tokens": 1200}, 200)
+    assert recorded_tokens_line(_accounting(["tokens:estimated"], 5, 5)) is None
+    assert recorded_tokens_line(_accounting([], 5, 5)) is None
+    line = recorded_tokens_line(_accounting(["tokens:recorded"], 1200, 200))
     assert line is not None
     assert line.plain == (
         "recorded 1,200 tok · records explain 200 · unattributed 1,000 (system prompt, tool schemas)"
     )
     # the tag wins over the difference; a bad tag falls back to it; markup stays text
-    line = recorded_tokens_line(
-        {"tags": ["tokens:recorded", "unattributed_tokens:7"], "assembled_tokens": 10}, 1
-    )
+    line = recorded_tokens_line(_accounting(["tokens:recorded", "unattributed_tokens:7"], 10, 1))
     assert line is not None and "unattributed 7 " in line.plain
     line = recorded_tokens_line(
-        {"tags": ["tokens:recorded", "unattributed_tokens:[b]x"], "assembled_tokens": 10}, 4
-    )
+        _accounting(["tokens:recorded", "unattributed_tokens:[b]x"], 10, 4))
     assert line is not None and "unattributed 6 " in line.plain
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from typing import Mapping
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.text import Text
@@ -24,10 +26,9 @@ from textual.widgets import Footer, Header, Log, Static, TabbedContent, TabPane,
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
-from ingest.contract import RESTRICTED_PRIVACY
 from ingest.errors import ContextlensError
-from replay.explain import explain
-from replay.render import mask_value, masked_placeholder, render_prompt
+from ingest.timefmt import table_time
+from readmodel import AssemblyView, RecordWhy, TokenAccounting
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
@@ -37,87 +38,87 @@ TABS = ("context", "omitted", "trace", "prompt")
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
 
 
-def record_content(kind: str, record: dict[str, Any] | None) -> str:
-    """The text a record carries, by kind (what a model would read of it)."""
-    if not record:
-        return ""
-    if kind == "message":
-        return str(record.get("content") or "")
-    if kind == "tool_memory":
-        return str(record.get("summary") or "")
-    if kind == "tool_artifact":
-        text = str(record.get("result_preview") or "")
-        if record.get("error"):
-            text += f"\nerror: {record['error']}"
-        return text
-    if kind == "tool_call":
-        return f"{record.get('tool_name', '')}({record.get('arguments_json') or ''})"
-    if kind == "checkpoint":
-        return str(record.get("state_json") or "")
-    if kind == "skill_state":
-        return "skills: " + ", ".join(record.get("loaded_skills") or [])
-    return ""
-
-
-def shown_text(text: str, privacy_class: str | None, reveal: bool) -> str:
-    """What may be shown of ``text``: masked when restricted or secret-looking."""
-    return mask_value(text, privacy_class, reveal)
-
-
-def tag_value(tags: Any, key: str) -> str | None:
-    """The value of the first ``key:<value>`` tag, None when there is none."""
-    prefix = key + ":"
-    for tag in tags or ():
-        if isinstance(tag, str) and tag.startswith(prefix):
-            return tag[len(prefix):]
-    return None
-
-
-def recorded_tokens_line(assembly: dict[str, Any], explained: int | None) -> Text | None:
+def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
     """``recorded N tok · records explain E · unattributed U (system prompt, tool schemas)``
-    for an assembly whose token count was recorded by its transcript (tag ``tokens:recorded``);
-    None otherwise. ``explained`` is the estimate of its included records (None: not loaded
-    yet); the unattributed remainder is the ``unattributed_tokens:<n>`` tag when present."""
-    tags = assembly.get("tags") or ()
-    if "tokens:recorded" not in tags:
+    for a request whose token count was recorded by its runtime; None otherwise (or while
+    the records are not loaded yet)."""
+    if tokens is None or not tokens.recorded:
         return None
-    recorded = int(assembly.get("assembled_tokens") or 0)
-    unattributed: int | None = None
-    value = tag_value(tags, "unattributed_tokens")
-    if value is not None:
-        try:
-            unattributed = int(value)
-        except ValueError:
-            unattributed = None
-    if unattributed is None and explained is not None:
-        unattributed = recorded - explained
     line = Text()
-    line.append(f"recorded {recorded:,} tok", style="bold")
+    line.append(f"recorded {tokens.assembled_tokens:,} tok", style="bold")
     line.append(" · records explain ")
-    line.append(f"{explained:,}" if explained is not None else "…")
-    if unattributed is not None:
-        line.append(f" · unattributed {unattributed:,}", style="bold yellow")
+    line.append(f"{tokens.included_estimate:,}")
+    if tokens.unattributed is not None:
+        line.append(f" · unattributed {tokens.unattributed:,}", style="bold yellow")
         line.append(" (system prompt, tool schemas)", style="dim")
     return line
 
 
-def masked_labels(records: pa.Table, privacy: pa.Array, reveal: bool) -> pa.Array:
-    """The label column with restricted records' labels replaced by a mask (columnar)."""
-    labels = pc.fill_null(records["label"], "")
-    if reveal:
-        return labels
-    restricted = pc.fill_null(pc.is_in(privacy, pa.array(sorted(RESTRICTED_PRIVACY))), False)
-    # the same text as replay.render.masked_placeholder, built for the whole column
-    before, after = masked_placeholder("\0").split("\0")
-    placeholders = pc.binary_join_element_wise(before, pc.fill_null(privacy, ""), after, "")
-    return pc.if_else(restricted, placeholders, labels)
+def records_display(view: AssemblyView) -> tuple[pa.Table, list[dict[str, Any]], pa.Table,
+                                                   dict[tuple[str, str], dict[str, Any]],
+                                                   TokenAccounting]:
+    """What the tabs show of an assembly view (columnar; the omitted rows and the membership
+    map are bounded by one assembly's records)."""
+    records = view.records
+    is_included = pc.equal(records["decision"], "included")
+    included = records.filter(is_included)
+    omitted = records.filter(pc.invert(is_included))
+    included_view = pa.table(
+        {
+            "pos": included["position"],
+            "kind": included["record_kind"],
+            "id": included["record_id"],
+            "rendering": pc.fill_null(included["rendering"], ""),
+            "reason": included["reason_code"],
+            "tokens": included["tokens"],
+            "label": included["label"],
+        }
+    )
+    trace = view.trace
+    trace_view = pa.table(
+        {
+            "step": trace["step"],
+            "family": trace["policy_family"],
+            "outcome": trace["outcome"],
+            "reason": trace["reason_code"],
+            "kind": trace["record_kind"],
+            "record": trace["record_id"],
+            "detail": trace["detail"],
+        }
+    )
+    membership = {
+        (row["record_kind"], row["record_id"]): row
+        for row in records.select(
+            ["record_kind", "record_id", "decision", "rendering", "position",
+             "policy_family", "reason_code", "detail", "tokens"]
+        ).to_pylist()
+    }
+    omitted_rows = omitted.select(
+        ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "label", "detail"]
+    ).to_pylist()
+    return included_view, omitted_rows, trace_view, membership, view.tokens
+
+
+def record_detail(why: RecordWhy) -> RecordDetail:
+    """The record panel's content from the read model's answer."""
+    return RecordDetail(
+        kind=why.record_kind,
+        record_id=why.record_id,
+        exists=why.exists,
+        decision=dict(why.decision) if why.decision is not None else None,
+        why=why.sentence,
+        content=why.content[:2000],
+        privacy_class=why.privacy_class,
+        trace=[dict(t) for t in why.trace],
+        provenance=[link.to_json() for link in why.provenance],
+    )
 
 
 # ---------------------------------------------------------------------- messages
 
 
 class AssemblyOpened(Message):
-    def __init__(self, assembly: dict[str, Any]) -> None:
+    def __init__(self, assembly: Mapping[str, Any]) -> None:
         super().__init__()
         self.assembly = assembly
 
@@ -135,10 +136,10 @@ class RecordsLoaded(Message):
         omitted: list[dict[str, Any]],
         trace: pa.Table,
         membership: dict[tuple[str, str], dict[str, Any]],
-        explained: int = 0,
+        tokens: TokenAccounting,
     ) -> None:
         super().__init__()
-        self.explained = explained  # the estimated tokens of the included records
+        self.tokens = tokens
         self.included = included  # display table, prompt order; record_kind/record_id kept
         self.omitted = omitted  # rows sorted by reason_code, record_kind, record_id
         self.trace = trace
@@ -187,14 +188,14 @@ class AssemblyScreen(Screen[None]):
     def __init__(self, assembly_id: str) -> None:
         super().__init__()
         self.assembly_id = assembly_id
-        self.assembly: dict[str, Any] | None = None
+        self.assembly: Mapping[str, Any] | None = None
         self.membership: dict[tuple[str, str], dict[str, Any]] = {}
         self._included: pa.Table | None = None
         self._trace: pa.Table | None = None
         self._selected: tuple[str, str] | None = None
         self._walk: list[tuple[str, str]] = []
         self._prompt_requested = False
-        self._explained: int | None = None
+        self._tokens: TokenAccounting | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -232,163 +233,44 @@ class AssemblyScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="assembly")
     def open_assembly(self) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            assembly = store.assembly(self.assembly_id)
-            self.post_message(AssemblyOpened(assembly))
-            records = store.assembly_records(self.assembly_id)
-            decisions = store.policy_decisions(self.assembly_id)
-            privacy = self._privacy_of(store, records)
+            view = answers.assembly(self.assembly_id, reveal=reveal)
         except ContextlensError as err:
             self.post_message(AssemblyFailed(str(err)))
             return
-        labels = masked_labels(records, privacy, reveal)
-        if not reveal:  # secret-looking values; one assembly's records, so bounded
-            labels = pa.array([shown_text(v, None, False) for v in labels.to_pylist()], pa.string())
-        records = records.append_column("privacy", privacy).append_column("shown_label", labels)
-        is_included = pc.equal(records["decision"], "included")
-        included = records.filter(is_included)
-        omitted = records.filter(pc.invert(is_included))
-        included_view = pa.table(
-            {
-                "pos": included["position"],
-                "kind": included["record_kind"],
-                "id": included["record_id"],
-                "rendering": pc.fill_null(included["rendering"], ""),
-                "reason": included["reason_code"],
-                "tokens": included["tokens"],
-                "label": included["shown_label"],
-            }
-        )
-        trace_view = pa.table(
-            {
-                "step": decisions["step"],
-                "family": decisions["policy_family"],
-                "outcome": decisions["outcome"],
-                "reason": decisions["reason_code"],
-                "kind": decisions["record_kind"],
-                "record": decisions["record_id"],
-                "detail": decisions["detail"],
-            }
-        )
-        membership = {
-            (row["record_kind"], row["record_id"]): row
-            for row in records.select(
-                ["record_kind", "record_id", "decision", "rendering", "position",
-                 "policy_family", "reason_code", "detail", "tokens"]
-            ).to_pylist()
-        }  # one assembly: bounded by its own records
-        omitted_rows = omitted.select(
-            ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "shown_label",
-             "detail"]
-        ).to_pylist()
+        self.post_message(AssemblyOpened(view.request))
         if get_current_worker().is_cancelled:
             return
-        explained = pc.sum(included["tokens"]).as_py() or 0
-        self.post_message(
-            RecordsLoaded(included_view, omitted_rows, trace_view, membership, int(explained))
-        )
-
-    @staticmethod
-    def _privacy_of(store: Any, records: pa.Table) -> pa.Array:
-        """The privacy class of each record (null where the kind has none)."""
-        if "privacy_class" in records.column_names:
-            return records["privacy_class"].combine_chunks()
-        values: list[str | None] = []
-        for kind, rid in zip(
-            records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True
-        ):  # one assembly's records; only artifacts and memories carry a privacy class
-            if kind in ("tool_artifact", "tool_memory"):
-                row = store.record(kind, rid)
-                values.append(row.get("privacy_class") if row else None)
-            else:
-                values.append(None)
-        return pa.array(values, pa.string())
+        self.post_message(RecordsLoaded(*records_display(view)))
 
     @work(thread=True, exclusive=True, group="record")
     def explain_record(self, kind: str, record_id: str) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
-        assembly = self.assembly or store.assembly(self.assembly_id)
-        decision = self.membership.get((kind, record_id))
         try:
-            record = store.record(kind, record_id) if kind != "model_run" else None
-            trace = (
-                store.policy_decisions(self.assembly_id, record_id).to_pylist()
-                if decision is not None
-                else []
-            )
-            # the chain starts at the record itself; a missing record has no chain
-            provenance = store.provenance(kind, record_id) if record is not None else []
+            why = answers.why(self.assembly_id, record_id, record_kind=kind, reveal=reveal)
         except ContextlensError as err:
-            record, trace, provenance = None, [], []
-            why = f"Could not load {kind} {record_id}: {err}"
+            detail = RecordDetail(kind=kind, record_id=record_id, exists=False, decision=None,
+                                  why=f"Could not load {kind} {record_id}: {err}", content="",
+                                  privacy_class=None)
         else:
-            why = self._why(assembly, decision, record, trace, provenance, kind, record_id)
-        privacy = (record or {}).get("privacy_class")
-        content = shown_text(record_content(kind, record), privacy, reveal)
-        provenance = [self._masked_link(store, link, reveal) for link in provenance]
-        detail = RecordDetail(
-            kind=kind,
-            record_id=record_id,
-            exists=record is not None,
-            decision=decision,
-            why=why,
-            content=content[:2000],
-            privacy_class=privacy,
-            trace=trace,
-            provenance=provenance,
-        )
+            detail = record_detail(why)
         if not get_current_worker().is_cancelled:
             self.post_message(RecordExplained(detail))
 
-    @staticmethod
-    def _why(
-        assembly: dict[str, Any],
-        decision: dict[str, Any] | None,
-        record: dict[str, Any] | None,
-        trace: list[dict[str, Any]],
-        provenance: list[dict[str, Any]],
-        kind: str,
-        record_id: str,
-    ) -> str:
-        if decision is None:
-            missing = "" if record is not None else " The record itself is missing from the export."
-            return (
-                f"{kind} {record_id} is not part of assembly {assembly.get('assembly_id')}: "
-                f"it was not a candidate for this request.{missing}"
-            )
-        return explain(assembly, decision, record, trace, provenance)
-
-    @staticmethod
-    def _masked_link(store: Any, link: dict[str, Any], reveal: bool) -> dict[str, Any]:
-        """A provenance link whose label is masked when its record is restricted."""
-        if reveal or link.get("broken"):
-            return link
-        if link.get("kind") not in ("tool_artifact", "tool_memory"):
-            return {**link, "label": shown_text(str(link.get("label") or ""), None, False)}
-        privacy = link.get("privacy_class")
-        if privacy is None:
-            row = store.record(link["kind"], link["id"])
-            privacy = (row or {}).get("privacy_class")
-        if privacy in RESTRICTED_PRIVACY:
-            return {**link, "label": masked_placeholder(str(privacy))}
-        return {**link, "label": shown_text(str(link.get("label") or ""), None, False)}
-
     @work(thread=True, exclusive=True, group="prompt")
     def load_prompt(self) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            parts = render_prompt(store, self.assembly_id, reveal=reveal)
+            prompt = answers.prompt(self.assembly_id, reveal=reveal)
         except ContextlensError as err:
             self.post_message(PromptRendered([f"Could not render the prompt: {err}"], 0, 0))
             return
         lines: list[str] = []
-        masked = 0
-        for part in parts:
-            masked += bool(part.masked)
+        for part in prompt.parts:
             # the header names the speaker (untrusted): one line, cut to the width
             rule = f"── #{part.position} {one_line(part.header, PROMPT_WIDTH - 30)} · {part.tokens} tok "
             lines.append(rule.ljust(PROMPT_WIDTH, "─"))
@@ -399,7 +281,7 @@ class AssemblyScreen(Screen[None]):
                 lines.extend(wrapped or [""])
             lines.append("")
         if not get_current_worker().is_cancelled:
-            self.post_message(PromptRendered(lines, len(parts), masked))
+            self.post_message(PromptRendered(lines, len(prompt.parts), prompt.masked))
 
     # ------------------------------------------------------------------ message handlers
 
@@ -426,10 +308,10 @@ class AssemblyScreen(Screen[None]):
         )
         when = a.get("assembled_at")
         if when is not None:
-            header.append(f"  ·  {when:%Y-%m-%d %H:%M:%S} UTC" if hasattr(when, "strftime") else f"  ·  {safe_text(when)}")
+            header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
         header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
-        recorded = recorded_tokens_line(a, self._explained)
+        recorded = recorded_tokens_line(self._tokens)
         if recorded is not None:
             header.append("\n")
             header.append_text(recorded)
@@ -442,7 +324,7 @@ class AssemblyScreen(Screen[None]):
 
     async def on_records_loaded(self, message: RecordsLoaded) -> None:
         self.membership = message.membership
-        self._explained = message.explained
+        self._tokens = message.tokens
         self._render_header()
         self._included = message.included
         self._trace = message.trace
@@ -493,7 +375,7 @@ class AssemblyScreen(Screen[None]):
                 leaf.append(f"{safe_text(m['record_kind']):<14}", style="cyan")
                 leaf.append(f"{one_line(m['record_id'], 120):<12} ", style="bold")
                 leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
-                leaf.append(one_line(m["shown_label"], 80))
+                leaf.append(one_line(m["label"], 80))
                 node = group.add_leaf(leaf, data={"kind": m["record_kind"], "id": m["record_id"]})
                 first_leaf = first_leaf or node
         tree.root.expand()
@@ -662,14 +544,6 @@ class AssemblyScreen(Screen[None]):
 
     def action_replay(self) -> None:
         """Pick a policy version; the diff screen replays this assembly under it."""
-        from .replay import PolicyPicker, ReplayChoice
-
-        recorded = (self.assembly or {}).get("policy_version")
-
-        def chosen(choice: ReplayChoice | None) -> None:
-            if choice is not None:
-                self.app.open_diff(  # type: ignore[attr-defined]
-                    self.assembly_id, choice.version, choice.against
-                )
-
-        self.app.push_screen(PolicyPicker(self.assembly_id, recorded), chosen)
+        self.app.pick_replay(  # type: ignore[attr-defined]
+            self.assembly_id, (self.assembly or {}).get("policy_version")
+        )

@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,10 +18,10 @@ from textual.widgets import Footer, Header, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ingest.errors import ContextlensError
+from ingest.timefmt import table_time
 
 from ..widgets.safe import one_line, safe_text
 
-COMPACT_BOUNDARY = "compact_boundary"
 ID_WIDTH = 120  # ids longer than this are cut with … (they are still whole in the data)
 _COMPACTION_NO = re.compile(r"compaction #(\d+)")
 _PRE_TOKENS = re.compile(r"preTokens (\d+)")
@@ -88,8 +86,8 @@ def compaction_label(message: dict[str, Any], ordinal: int) -> Text:
         label.append(f" ({', '.join(facts)})", style="yellow")
     label.append("  earlier records are omitted from later requests (compacted)", style="dim")
     when = message.get("created_at")
-    if when is not None and hasattr(when, "strftime"):
-        label.append(f"  {when:%Y-%m-%d %H:%M:%S}", style="dim")
+    if when is not None:
+        label.append(f"  {safe_text(table_time(when))}", style="dim")
     return label
 
 
@@ -154,40 +152,19 @@ class ConversationScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="conversation")
     def load_conversation(self) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            conversations = store.conversations()
-            branches = store.branches(self.conversation_id).to_pylist()
-            runs = store.model_runs(self.conversation_id).to_pylist()
-            assemblies = store.assemblies_of_conversation(self.conversation_id).to_pylist()
+            view = answers.conversation(self.conversation_id, reveal=reveal)
         except ContextlensError as err:
             self.post_message(ConversationFailed(str(err)))
             return
-        try:  # compaction markers and participants: the tree still shows without them
-            graph = store.conversation_graph(self.conversation_id)
-        except ContextlensError:
-            graph = {
-                "messages": pa.table({n: pa.array([], pa.string()) for n in (
-                    "message_id", "branch_id", "content", "speaker_label")}).append_column(
-                    "created_at", pa.array([], pa.timestamp("us", tz="UTC"))),
-                "participants": pa.table({n: pa.array([], pa.string()) for n in (
-                    "participant_id", "label", "kind")}),
-            }
-        # one conversation: bounded by its own branches, runs and assemblies
-        match = conversations.filter(pc.equal(conversations["conversation_id"], self.conversation_id))
-        conversation = match.to_pylist()[0] if match.num_rows else None
-        messages = graph["messages"]
-        boundaries = messages.filter(
-            pc.fill_null(pc.equal(messages["speaker_label"], COMPACT_BOUNDARY), False)
-        ).select(["message_id", "branch_id", "content", "created_at"])
-        compactions = _ordered(boundaries.to_pylist(), "created_at", "message_id")
-        participants = {
-            p["participant_id"]: p
-            for p in graph["participants"].select(["participant_id", "label", "kind"]).to_pylist()
-        }
-        self.post_message(
-            ConversationLoaded(conversation, branches, runs, assemblies, compactions, participants)
-        )
+        self.post_message(ConversationLoaded(
+            dict(view.conversation) if view.conversation is not None else None,
+            [dict(b) for b in view.branches], [dict(r) for r in view.runs],
+            [dict(a) for a in view.assemblies], [dict(c) for c in view.compactions],
+            {k: dict(v) for k, v in view.participants.items()},
+        ))
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
         self._focus_pending = False
@@ -273,8 +250,8 @@ class ConversationScreen(Screen[None]):
                 if a.get("scenario"):
                     label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")
                 when = a.get("assembled_at")
-                if when is not None and hasattr(when, "strftime"):
-                    label.append(f"  {when:%Y-%m-%d %H:%M}", style="dim")
+                if when is not None:
+                    label.append(f"  {safe_text(table_time(when))}", style="dim")
                 leaf = node.add_leaf(label, data={"type": "assembly", "id": a["assembly_id"]})
                 if a["assembly_id"] == self.focus_assembly:
                     focus_node = leaf

@@ -12,7 +12,6 @@ why-sentences of the highlighted record on both sides).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +28,11 @@ from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
-from replay.explain import explain
+from readmodel import RECORDED, DiffView
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.record_panel import KIND_SHORT, decision_summary
 from ..widgets.safe import one_line, safe_text
-from .assembly import masked_labels, record_content, shown_text
-from .replay import RECORDED
 
 CHANGE_ORDER = (
     "newly_included",
@@ -223,8 +220,6 @@ class DiffScreen(Screen[None]):
         self._labels: dict[tuple[str, str], str] = {}
         self._shown: list[dict[str, Any]] = []
         self._selected: tuple[str, str] | None = None
-        self._sides: dict[str, Any] = {}  # side spec -> Assembly, filled by workers
-        self._sides_lock = threading.Lock()
 
     # ------------------------------------------------------------------ layout
 
@@ -261,87 +256,38 @@ class DiffScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self) -> None:
-        from replay import service
-
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            diff = self.diff
-            if diff is None:
-                registry = self.app.registry()  # type: ignore[attr-defined]
-                diff = service.diff(store, self.assembly_id, self.version, against=self.against,
-                                    registry=registry)
-            labels = self._labels_of(store, reveal)
+            if self.diff is None or isinstance(self.diff, DiffView):
+                view = answers.diff(self.assembly_id, self.version, against=self.against,
+                                    reveal=reveal)
+            else:  # a diff computed elsewhere (verify's drift), shown as it is
+                view = answers.diff_of(self.assembly_id, self.diff, self.against, self.version,
+                                       reveal=reveal)
         except ContextlensError as err:
             self.post_message(DiffFailed(str(err)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(DiffComputed(diff, labels))
-
-    def _labels_of(self, store: Any, reveal: bool) -> dict[tuple[str, str], str]:
-        """Each recorded record's one-line label, masked unless revealed."""
-        records = store.assembly_records(self.assembly_id)
-        privacy = store.record_privacy(self.assembly_id)
-        by_key = {
-            (k, i): p for k, i, p in zip(
-                privacy["record_kind"].to_pylist(), privacy["record_id"].to_pylist(),
-                privacy["privacy_class"].to_pylist(), strict=True,
-            )
-        }
-        kinds, ids = records["record_kind"].to_pylist(), records["record_id"].to_pylist()
-        classes = pa.array([by_key.get(key) for key in zip(kinds, ids, strict=True)], pa.string())
-        labels = masked_labels(records, classes, reveal).to_pylist()
-        if not reveal:
-            labels = [shown_text(v, None, False) for v in labels]
-        return dict(zip(zip(kinds, ids, strict=True), labels, strict=True))
-
-    def _side_assembly(self, store: Any, spec: str) -> Any:
-        """The assembly of one side: the recorded one or a replay (computed once)."""
-        from replay import service
-
-        with self._sides_lock:
-            cached = self._sides.get(spec)
-        if cached is not None:
-            return cached
-        if spec == RECORDED:
-            assembly = service.recorded_assembly(store, self.assembly_id)
-        else:
-            registry = self.app.registry()  # type: ignore[attr-defined]
-            assembly = service.replay(store, self.assembly_id, spec, registry)
-        with self._sides_lock:
-            self._sides[spec] = assembly
-        return assembly
+            self.post_message(DiffComputed(view, dict(view.labels)))
 
     @work(thread=True, exclusive=True, group="explain")
     def explain_change(self, kind: str, record_id: str, labels: tuple[str, str]) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        content, privacy = "", None
         try:
-            request = store.assembly(self.assembly_id)
-            record = store.record(kind, record_id) if kind in KIND_SHORT and kind != "model_run" else None
-            provenance = store.provenance(kind, record_id) if record is not None else []
             sides = []
             for spec, label in zip(self._side_specs(), labels, strict=True):
-                assembly = self._side_assembly(store, spec)
-                rec = next(
-                    (r for r in assembly.records
-                     if r["record_kind"] == kind and r["record_id"] == record_id),
-                    None,
-                )
-                trace = [d for d in assembly.decisions
-                         if d.get("record_kind") == kind and d.get("record_id") == record_id]
-                trace.sort(key=lambda d: (d.get("step") or 0, str(d.get("decision_id") or "")))
-                if rec is None:
-                    why = f"{kind} {record_id} was not a candidate on this side."
-                else:
-                    context = {**request, "policy_version": assembly.policy_version}
-                    why = explain(context, rec, record, trace, provenance)
-                sides.append(SideWhy(label, rec, shown_text(why, None, reveal), trace))
+                why = answers.why(self.assembly_id, record_id, record_kind=kind, side=spec,
+                                  reveal=reveal)
+                content, privacy = why.content, why.privacy_class
+                decision = dict(why.decision) if why.decision is not None else None
+                sentence = why.sentence if decision is not None else (
+                    f"{kind} {record_id} was not a candidate on this side.")
+                sides.append(SideWhy(label, decision, sentence, [dict(t) for t in why.trace]))
         except ContextlensError as err:
             sides = [SideWhy(label, None, f"Could not explain it: {err}", []) for label in labels]
-            record = None
-        privacy = (record or {}).get("privacy_class")
-        content = shown_text(record_content(kind, record), privacy, reveal)
         if not get_current_worker().is_cancelled:
             self.post_message(ChangeExplained(kind, record_id, content[:600], privacy, sides))
 

@@ -21,28 +21,9 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section title, [(keys, description)]) for the app, each screen and our widgets."""
     from textual_fastdatatable import DataTable
 
-    from ..app import ContextLensApp
-    from ..widgets.record_panel import ProvenanceList
-    from ..widgets.reveal import ConfirmReveal
-    from .assembly import AssemblyScreen
-    from .conversation import ConversationScreen
-    from .diff import DiffScreen
-    from .replay import PolicyPicker
-    from .requests import RequestsScreen
-    from .verify import VerifyScreen
+    from ..app import key_owners
 
-    owners = [
-        ("Everywhere", ContextLensApp),
-        ("Request list", RequestsScreen),
-        ("Assembly", AssemblyScreen),
-        ("Provenance chain (assembly screen)", ProvenanceList),
-        ("Replay: policy picker (assembly screen, r)", PolicyPicker),
-        ("Diff", DiffScreen),
-        ("Verify (request list, V)", VerifyScreen),
-        ("Conversation", ConversationScreen),
-        ("Reveal confirmation", ConfirmReveal),
-        ("Help", HelpScreen),
-    ]
+    owners = key_owners() + [("Help", HelpScreen)]
     sections: list[tuple[str, list[tuple[str, str]]]] = []
     for title, owner in owners:
         rows: dict[str, list[str]] = {}

@@ -23,10 +23,10 @@ from textual.widgets import Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from ingest.errors import ContextlensError
+from readmodel import RECORDED, PolicyInfo
 
 from ..widgets.safe import one_line, safe_text
 
-RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,6 @@ class ReplayChoice:
 
     version: str
     against: str = RECORDED
-
-
-@dataclass(frozen=True)
-class PolicyInfo:
-    version: str
-    description: str
-    extends: str | None
-    changes: list[tuple[str, Any, Any]]  # (dotted key, parent value, value)
 
 
 def change_value(value: Any) -> str:
@@ -74,7 +66,8 @@ def policy_prompt(info: PolicyInfo, recorded: str | None) -> Text:
     if info.changes:
         text.append("\n")
         text.append("changes ", style="dim")
-        for index, (key, parent, value) in enumerate(info.changes):
+        for index, change in enumerate(info.changes):
+            key, parent, value = change["key"], change["parent"], change["value"]
             if index:
                 text.append(" · ", style="dim")
             text.append(safe_text(key), style="cyan")
@@ -146,14 +139,7 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
     @work(thread=True, exclusive=True, group="policies")
     def load_policies(self) -> None:
         try:
-            registry = self.app.registry()  # type: ignore[attr-defined]
-            policies = []
-            for version in registry.versions():
-                policy = registry.get(version)
-                changes = [(c.key, c.parent, c.value) for c in registry.changes(version)]
-                policies.append(
-                    PolicyInfo(version, registry.description(version), policy.extends, changes)
-                )
+            policies = self.app.answers().policies()  # type: ignore[attr-defined]
         except ContextlensError as err:
             self.post_message(PoliciesFailed(str(err)))
             return

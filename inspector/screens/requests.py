@@ -19,16 +19,21 @@ from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 
-from ..widgets.arrow_table import arrow_table, timestamp_text, token_bar
+from ingest.timefmt import table_time_column
+
+from ..widgets.arrow_table import arrow_table, token_bar
 from ..widgets.safe import one_line
 
 PAGE_ROWS = 500
+FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
+_INVALID = object()  # a filter text that does not parse
 PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
 
 # (column label shown, store column it sorts by)
@@ -64,7 +69,7 @@ def display_page(page: pa.Table) -> pa.Table:
     tags = pc.utf8_ltrim(tags, characters=", ")
     return pa.table(
         {
-            "assembled (UTC)": timestamp_text(page["assembled_at"], seconds=False),
+            "assembled (UTC)": table_time_column(page["assembled_at"]),
             "assembly": page["assembly_id"],
             "scenario": pc.fill_null(page["scenario"], ""),
             "runtime": page["runtime_kind"],
@@ -142,6 +147,8 @@ class RequestsScreen(Screen[None]):
         self._matched = 0
         self._total = 0
         self._loading_more = False
+        self._filter_timer: Timer | None = None
+        self.queries_run = 0  # store queries run for the list (pages and counts)
 
     # ------------------------------------------------------------------ layout
 
@@ -168,20 +175,22 @@ class RequestsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="requests")
     def load_page(self, generation: int, query: ListQuery, offset: int) -> None:
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        self.queries_run += 1
         try:
-            if offset == 0 or not self._total:
-                total = store.count_assemblies(None)
-                matched = total if query.flt is None else store.count_assemblies(query.flt)
-            else:
-                total, matched = self._total, self._matched
-            page = store.list_assemblies(
+            counts = None if offset == 0 or not self._total else (self._matched, self._total)
+            result = answers.requests(
                 query.flt,
                 sort=query.sort,
                 descending=query.descending,
                 limit=PAGE_ROWS,
                 offset=offset,
+                reveal=reveal,
+                counts=counts,
             )
+            page = result.rows
+            matched, total = result.matched, result.total
             display = display_page(page)
         except ContextlensError as err:
             self.post_message(AssembliesFailed(generation, str(err)))
@@ -255,25 +264,48 @@ class RequestsScreen(Screen[None]):
 
     @on(Input.Changed, "#filter")
     def filter_changed(self, event: Input.Changed) -> None:
-        self.apply_filter(event.value)
+        """A parse error shows at once; the query runs once typing pauses."""
+        self._cancel_pending_filter()
+        value = event.value
+        if self._parse(value) is not _INVALID and value != self.query_state.text:
+            self._filter_timer = self.set_timer(FILTER_PAUSE, lambda: self.apply_filter(value))
 
     @on(Input.Submitted, "#filter")
     def filter_submitted(self, event: Input.Submitted) -> None:
+        self._cancel_pending_filter()
         if self.apply_filter(event.value):
             table = self._table()
             if table is not None:
                 table.focus()
 
-    def apply_filter(self, text: str) -> bool:
-        """Parse ``text``; show a parse error inline, or reload with the new filter."""
+    @property
+    def filter_pending(self) -> bool:
+        """True while typed filter text waits for its pause before the query runs."""
+        return self._filter_timer is not None
+
+    def _cancel_pending_filter(self) -> None:
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+            self._filter_timer = None
+
+    def _parse(self, text: str) -> Any:
+        """The parsed filter (None for no filter), or ``_INVALID`` with the error shown."""
         from ingest.filters import parse_filter
 
         try:
             flt = parse_filter(text) if text.strip() else None
         except ContextlensError as err:
             self._show_error(str(err))
-            return False
+            return _INVALID
         self._show_error(None)
+        return flt
+
+    def apply_filter(self, text: str) -> bool:
+        """Parse ``text``; show a parse error inline, or reload with the new filter."""
+        self._filter_timer = None
+        flt = self._parse(text)
+        if flt is _INVALID:
+            return False
         if text == self.query_state.text:
             return True
         q = self.query_state

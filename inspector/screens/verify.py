@@ -28,8 +28,15 @@ from ingest.errors import ContextlensError
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import safe_text
-from .diff import CHANGE_ORDER, DiffScreen, _get
-from .replay import RECORDED
+from replay.diff import CHANGE_CLASSES
+from readmodel import RECORDED
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """An attribute of a result object, or a key of its JSON form."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
 
 PROGRESS_STEPS = 200  # at most this many progress updates per run
 
@@ -56,7 +63,7 @@ class VerifyFailed(Message):
 
 def change_summary(diff: Any) -> str:
     counts = (_get(diff, "summary") or {}).get("counts") or {}
-    parts = [f"{name} {counts[name]}" for name in CHANGE_ORDER
+    parts = [f"{name} {counts[name]}" for name in CHANGE_CLASSES
              if name != "unchanged" and counts.get(name)]
     return ", ".join(parts) or "selection hash only"
 
@@ -126,10 +133,8 @@ class VerifyScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="verify")
     def run_verify(self) -> None:
-        from replay import service
-
         worker = get_current_worker()
-        store = self.app.store()  # type: ignore[attr-defined]
+        answers = self.app.answers()  # type: ignore[attr-defined]
         last = [-1]
 
         def progress(done: int, total: int) -> None:
@@ -141,8 +146,7 @@ class VerifyScreen(Screen[None]):
                 self.app.call_from_thread(self._progressed, done, total)
 
         try:
-            registry = self.app.registry()  # type: ignore[attr-defined]
-            result = service.verify(store, registry, progress=progress)
+            result = answers.verify(progress=progress)
         except VerifyCancelled:
             return
         except ContextlensError as err:
@@ -222,8 +226,8 @@ class VerifyScreen(Screen[None]):
             f"drift: recorded by assembler {item.get('assembler_version')} under {version}; "
             f"the reference assembler replaying the same request under {version} selects differently"
         )
-        self.app.push_screen(
-            DiffScreen(item["assembly_id"], version, RECORDED, diff=item["diff"], note=note)
+        self.app.open_diff(  # type: ignore[attr-defined]
+            item["assembly_id"], version, RECORDED, diff=item["diff"], note=note
         )
 
     def action_open(self) -> None:

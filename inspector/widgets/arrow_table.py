@@ -50,15 +50,6 @@ def arrow_table(
     )
 
 
-def timestamp_text(column: Any, seconds: bool = True) -> pa.Array:
-    """A timestamp column as ``YYYY-MM-DD HH:MM[:SS]`` UTC text (columnar)."""
-    if len(column) == 0:
-        return pa.array([], pa.string())
-    # %S of a microsecond timestamp carries the fraction: cut it off
-    text = pc.strftime(column, format="%Y-%m-%d %H:%M:%S")
-    return pc.utf8_slice_codeunits(text, 0, 19 if seconds else 16)
-
-
 def token_bar(used: Any, budget: Any) -> pa.Array:
     """``████▉░░░ 62%``: tokens used against the budget, one bar per row (columnar)."""
     if len(used) == 0:

@@ -9,51 +9,18 @@ Arrow string column in a few columnar passes (and none when the column is clean)
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.text import Text
 
-# The characters a terminal may obey or that reorder text on screen.
-UNSAFE_CODEPOINTS: tuple[int, ...] = (
-    *range(0x00, 0x09),
-    *range(0x0B, 0x20),
-    *range(0x7F, 0xA0),
-    0x061C,
-    0x200E,
-    0x200F,
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-)
-_UNSAFE_RE = re.compile("[" + "".join(re.escape(chr(cp)) for cp in UNSAFE_CODEPOINTS) + "]")
-# The same class in RE2 syntax, for pyarrow.compute.
-UNSAFE_RE2 = "[" + "".join(
-    f"\\x{{{cp:04x}}}" for cp in UNSAFE_CODEPOINTS
-) + "]"
+from ingest.text import UNSAFE_CODEPOINTS, UNSAFE_RE2, escape_char, one_line, visible_text
 
+__all__ = ["one_line", "plain", "safe_column", "safe_table", "safe_text"]
 
-def escape_char(ch: str) -> str:
-    """The visible escape of one unsafe character: ``\\x1b``, ``\\u202e``."""
-    cp = ord(ch)
-    return "\\x%02x" % cp if cp < 0x100 else "\\u%04x" % cp
-
-
-def safe_text(value: Any) -> str:
-    """``value`` as a string with every unsafe character replaced by a visible escape."""
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else str(value)
-    return _UNSAFE_RE.sub(lambda m: escape_char(m.group()), text)
-
-
-def one_line(value: Any, limit: int | None = None) -> str:
-    """``safe_text`` on one line: newlines and tabs shown as spaces, cut at ``limit``."""
-    text = safe_text(value).replace("\r", " ").replace("\n", " ⏎ ").replace("\t", " ")
-    if limit is not None and len(text) > limit:
-        text = text[: max(limit - 1, 0)] + "…"
-    return text
+# the rule itself lives in ingest.text (one home for the CLI, the core and the app)
+safe_text = visible_text
 
 
 def plain(value: Any, style: str = "") -> Text:

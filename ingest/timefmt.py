@@ -1,0 +1,58 @@
+"""Time as contextlens shows it: the one home of time formatting.
+
+Every time in the store is UTC. Two styles, and only these:
+
+- **table** ``2026-10-29 09:00:02``: in table cells, lists and headers, where the column or
+  header says "UTC" once (``table_time``; ``table_time_column`` for an Arrow column);
+- **sentence** ``2026-10-29 09:00 UTC``: inside why-sentences, prompt markers and messages,
+  where the zone must be said (``sentence_time``).
+
+JSON output keeps full ISO 8601 (``isoformat``), which is for programs, not people.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+__all__ = ["sentence_time", "table_time", "table_time_column", "utc"]
+
+TABLE_FORMAT = "%Y-%m-%d %H:%M:%S"
+SENTENCE_FORMAT = "%Y-%m-%d %H:%M UTC"
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """An aware UTC datetime (a naive one is taken to be UTC already)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+def table_time(value: Any) -> str:
+    """``2026-10-29 09:00:02`` (UTC), or ``-`` for no time."""
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return utc(value).strftime(TABLE_FORMAT)
+    return str(value)
+
+
+def sentence_time(value: Any) -> str:
+    """``2026-10-29 09:00 UTC``, or ``an unknown time``."""
+    if value is None:
+        return "an unknown time"
+    if isinstance(value, dt.datetime):
+        return utc(value).strftime(SENTENCE_FORMAT)
+    return str(value)
+
+
+def table_time_column(column: Any) -> Any:
+    """An Arrow timestamp column as ``table_time`` text (columnar)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(column) == 0:
+        return pa.array([], pa.string())
+    # %S of a sub-second timestamp carries the fraction: keep the first 19 characters
+    text = pc.strftime(column, format=TABLE_FORMAT)
+    return pc.utf8_slice_codeunits(text, 0, 19)

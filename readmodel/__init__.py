@@ -1,0 +1,45 @@
+"""The read model: every question the user asks, answered once (see ``model.ReadModel``).
+
+Layering: ``inspector -> readmodel -> replay -> ingest``. The CLI and the screens call only
+this package for answers; they format, nothing more.
+"""
+
+from .masking import Masker, masked_placeholder
+from .model import RECORDED, ReadModel, ReplayCache, token_accounting
+from .records import record_content
+from .results import (
+    AssemblyView,
+    ConversationView,
+    DiffView,
+    PolicyInfo,
+    PromptPartView,
+    PromptView,
+    ProvenanceLink,
+    RecordWhy,
+    ReplayView,
+    RequestPage,
+    TokenAccounting,
+    TokenReportRow,
+)
+
+__all__ = [
+    "RECORDED",
+    "AssemblyView",
+    "ConversationView",
+    "DiffView",
+    "Masker",
+    "PolicyInfo",
+    "PromptPartView",
+    "PromptView",
+    "ProvenanceLink",
+    "ReadModel",
+    "RecordWhy",
+    "ReplayCache",
+    "ReplayView",
+    "RequestPage",
+    "TokenAccounting",
+    "TokenReportRow",
+    "masked_placeholder",
+    "record_content",
+    "token_accounting",
+]

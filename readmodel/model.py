@@ -1,0 +1,508 @@
+"""The read model: one method per question the user asks, one answer each.
+
+``ReadModel(store, registry)`` answers "which requests", "this assembly", "why this record
+(on this side)", "the prompt", "what changes under v4", "verify", "the token report", "the
+policies", "this conversation" and "lint". Every answer is a frozen result of
+``readmodel.results``, masked by ``readmodel.masking`` unless ``reveal=True``. The CLI and the
+screens only format these results.
+
+Replays are pure functions of (request, policy version), so the replayed sides of a diff are
+kept in a ``ReplayCache`` (shared by the app's worker threads): asking "why" on a side of the
+diff just shown replays nothing again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.errors import ContextlensError, NotFoundError
+from ingest.tags import recorded_tokens, unattributed_tokens
+from replay import service
+from replay.explain import explain, policy_key
+from replay.render import render_prompt
+
+from .masking import Masker
+from .records import record_content
+from .results import (
+    AssemblyView,
+    ConversationView,
+    DiffView,
+    PolicyInfo,
+    PromptPartView,
+    PromptView,
+    ProvenanceLink,
+    RecordWhy,
+    ReplayView,
+    RequestPage,
+    TokenAccounting,
+    TokenReportRow,
+    frozen_row,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.filters import AssemblyFilter
+    from ingest.store import Store
+    from replay.assembler import Assembly
+    from replay.policy import PolicyRegistry
+
+__all__ = ["RECORDED", "ReadModel", "ReplayCache"]
+
+RECORDED = "recorded"
+COMPACT_BOUNDARY = "compact_boundary"  # the speaker label transcript adapters give markers
+_SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
+              "policy_family")
+# text columns of the request list that come from logs
+_LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "model",
+              "provider", "policy_version", "assembler_version", "scenario")
+
+
+class ReplayCache:
+    """Replayed assemblies by (assembly_id, policy_version), least recently used dropped."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], Assembly] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], compute: Callable[[], "Assembly"]) -> "Assembly":
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        value = compute()  # outside the lock: replays of other requests run meanwhile
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+class ReadModel:
+    """Answers over one store (and a policy registry for replays)."""
+
+    def __init__(
+        self,
+        store: "Store",
+        registry: "PolicyRegistry | Callable[[], PolicyRegistry] | None" = None,
+        replays: ReplayCache | None = None,
+    ) -> None:
+        self.store = store
+        self._registry = registry
+        self.replays = replays if replays is not None else ReplayCache()
+
+    # ------------------------------------------------------------------ policies
+
+    @property
+    def registry(self) -> "PolicyRegistry":
+        """The policy registry (the bundled one when none was given)."""
+        reg = self._registry
+        if reg is None:
+            from replay.policy import load_registry
+
+            reg = self._registry = load_registry(None)
+        elif callable(reg) and not hasattr(reg, "get"):
+            reg = reg()
+        return reg  # type: ignore[return-value]
+
+    def policies(self) -> list[PolicyInfo]:
+        reg = self.registry
+        out = []
+        for version in reg.versions():
+            policy = reg.get(version)
+            out.append(PolicyInfo(
+                version=version, extends=policy.extends, description=policy.description,
+                changes=tuple(
+                    frozen_row({"key": c.key, "parent": c.parent, "value": c.value})
+                    for c in reg.changes(version)
+                ),
+            ))
+        return out
+
+    # ------------------------------------------------------------------ the request list
+
+    def requests(
+        self,
+        flt: "AssemblyFilter | str | None" = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        reveal: bool = False,
+        counts: tuple[int, int] | None = None,
+    ) -> RequestPage:
+        """One page of recorded requests. ``counts`` (matched, total) skips counting again
+        when a caller pages through the same query."""
+        store = self.store
+        if counts is None:
+            total = store.count_assemblies(None)
+            matched = total if flt is None else store.count_assemblies(flt)
+        else:
+            matched, total = counts
+        page = store.list_assemblies(flt, sort=sort, descending=descending, limit=limit,
+                                     offset=offset)
+        return RequestPage(_mask_list_page(page, Masker(reveal)), matched, total, offset)
+
+    # ------------------------------------------------------------------ one assembly
+
+    def request(self, assembly_id: str, reveal: bool = False) -> Mapping[str, Any]:
+        """The recorded request row (context_assemblies + counts), text masked."""
+        return _masked_request(self.store.assembly(assembly_id), Masker(reveal))
+
+    def assembly(self, assembly_id: str, reveal: bool = False) -> AssemblyView:
+        """The recorded request, every record it weighed and its decision trace."""
+        store = self.store
+        masker = Masker(reveal)
+        row = store.assembly(assembly_id)
+        records = store.assembly_records(assembly_id)
+        privacy = _privacy_column(records, store.record_privacy(assembly_id))
+        label = _masked_labels(records["label"], privacy, masker)
+        detail = masker.column(pc.fill_null(records["detail"], ""))
+        records = (
+            records.set_column(records.schema.get_field_index("label"), "label", label)
+            .set_column(records.schema.get_field_index("detail"), "detail", detail)
+            .append_column("privacy_class", privacy)
+        )
+        trace = store.policy_decisions(assembly_id)
+        trace = trace.set_column(
+            trace.schema.get_field_index("detail"), "detail",
+            masker.column(pc.fill_null(trace["detail"], "")),
+        )
+        tokens = token_accounting(row, records)
+        return AssemblyView(_masked_request(row, masker), records, trace, tokens, masker.masked)
+
+    def prompt(self, assembly_id: str, reveal: bool = False) -> PromptView:
+        """The prompt as the model received it, part by part, masked unless revealed."""
+        masker = Masker(reveal)
+        parts = []
+        for part in render_prompt(self.store, assembly_id):
+            body = masker.text(part.body, part.privacy_class)
+            header = masker.text(part.header)
+            parts.append(PromptPartView(
+                part.record_kind, part.record_id, part.position, part.rendering, part.tokens,
+                header, body, masked=body != part.body,
+            ))
+        return PromptView(assembly_id, tuple(parts))
+
+    # ------------------------------------------------------------------ why
+
+    def why(
+        self,
+        assembly_id: str,
+        record_id: str,
+        record_kind: str | None = None,
+        side: str = RECORDED,
+        reveal: bool = False,
+    ) -> RecordWhy:
+        """Why ``record_id`` is in or out of ``assembly_id`` on ``side``: the recording
+        (``"recorded"``) or a replay under a policy version. A record that was not a
+        candidate on that side gets a sentence saying so."""
+        store = self.store
+        masker = Masker(reveal)
+        request = store.assembly(assembly_id)
+        if side == RECORDED:
+            decision = _recorded_decision(store, assembly_id, record_id, record_kind)
+            kind = record_kind or (decision or {}).get("record_kind")
+            trace = (store.policy_decisions(assembly_id, record_id).to_pylist()
+                     if decision is not None else [])
+            if kind is not None and decision is not None:
+                trace = [t for t in trace if t.get("record_kind") == kind]
+            version = request["policy_version"]
+            label = f"recorded {version}"
+        else:
+            assembly = self.replayed(assembly_id, side)
+            decision = next(
+                (r for r in assembly.records if r["record_id"] == record_id
+                 and (record_kind is None or r["record_kind"] == record_kind)), None)
+            kind = record_kind or (decision or {}).get("record_kind")
+            trace = sorted(
+                (d for d in assembly.decisions
+                 if d["record_id"] == record_id and d["record_kind"] == kind),
+                key=lambda d: (d.get("step") or 0, str(d.get("decision_id") or "")),
+            )
+            version = side
+            label = f"replay {side}"
+        if kind is None:
+            raise NotFoundError(f"record '{record_id}' is not in assembly '{assembly_id}'")
+        record = store.record(kind, record_id) if kind != "model_run" else None
+        provenance = store.provenance(kind, record_id) if record is not None else []
+        context = {**request, "policy_version": version}
+        if decision is None:
+            missing = "" if record is not None else " The record itself is missing from the export."
+            sentence = (f"{kind} {record_id} is not part of assembly {assembly_id} on this side: "
+                        f"it was not a candidate for this request.{missing}")
+            key = None
+        else:
+            sentence = explain(context, decision, record, trace, provenance)
+            key = policy_key(context, decision, record)
+        privacy = (record or {}).get("privacy_class")
+        return RecordWhy(
+            assembly_id=assembly_id,
+            side=label,
+            policy_version=version,
+            record_kind=kind,
+            record_id=record_id,
+            exists=record is not None,
+            decision=_masked_side(decision, masker),
+            sentence=masker.text(sentence),
+            policy_key=key,
+            trace=tuple(frozen_row({**t, "detail": masker.optional(t.get("detail"))})
+                        for t in trace),
+            provenance=tuple(_masked_link(link, masker) for link in provenance),
+            content=masker.text(record_content(kind, record), privacy),
+            privacy_class=privacy,
+        )
+
+    # ------------------------------------------------------------------ replay and diff
+
+    def replayed(self, assembly_id: str, version: str) -> "Assembly":
+        """The request re-assembled under ``version`` (cached per request and version)."""
+        registry = self.registry
+        registry.get(version)  # an unknown version fails before any work
+        return self.replays.get(
+            (assembly_id, version),
+            lambda: service.replay(self.store, assembly_id, version, registry),
+        )
+
+    def replay(self, assembly_id: str, version: str, reveal: bool = False) -> ReplayView:
+        masker = Masker(reveal)
+        out = self.replayed(assembly_id, version)
+        included = sorted((r for r in out.records if r["decision"] == "included"),
+                          key=lambda r: r["position"])
+        omitted = [r for r in out.records if r["decision"] == "omitted"]
+        return ReplayView(
+            assembly_id=assembly_id, policy_version=version, assembler=out.assembler,
+            selection_hash=out.selection_hash, assembled_tokens=out.assembled_tokens,
+            baseline_tokens=out.baseline_tokens,
+            included=tuple(_masked_record(r, masker) for r in included),
+            omitted=tuple(_masked_record(r, masker) for r in omitted),
+        )
+
+    def diff(self, assembly_id: str, version: str, against: str = RECORDED,
+             reveal: bool = False) -> DiffView:
+        """A = the recording (``against="recorded"``) or a replay under ``against``;
+        B = a replay under ``version``."""
+        from replay.diff import diff_records
+
+        store = self.store
+        masker = Masker(reveal)
+        registry = self.registry
+        registry.get(version)
+        if against != RECORDED:
+            registry.get(against)
+        row = store.assembly(assembly_id)
+        b = self.replayed(assembly_id, version)
+        if against == RECORDED:
+            a_records = service.recorded_records(store, assembly_id, row["export_id"])
+            a_label = f"recorded {row['policy_version']}"
+        else:
+            a_records = self.replayed(assembly_id, against).records
+            a_label = f"replay {against}"
+        d = diff_records(a_records, b.records, a_label, f"replay {version}")
+        return _diff_view(store, assembly_id, d, against, version, masker)
+
+    def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,
+                reveal: bool = False) -> DiffView:
+        """A ``replay.diff.Diff`` computed elsewhere (verify's drift) as a masked view."""
+        return _diff_view(self.store, assembly_id, diff, a_spec, b_spec, Masker(reveal))
+
+    # ------------------------------------------------------------------ whole store
+
+    def verify(self, flt: "AssemblyFilter | str | None" = None,
+               progress: Callable[[int, int], None] | None = None) -> "service.VerifyResult":
+        return service.verify(self.store, self.registry, progress=progress, flt=flt)
+
+    def token_report(self, flt: "AssemblyFilter | str | None" = None,
+                     reveal: bool = False) -> list[TokenReportRow]:
+        masker = Masker(reveal)
+        return [
+            TokenReportRow(masker.text(r["scenario"]), r["assemblies"], r["baseline_tokens"],
+                           r["assembled_tokens"], r["reduction"])
+            for r in service.token_report(self.store, flt=flt)
+        ]
+
+    def lint(self, flt: "AssemblyFilter | str | None" = None,
+             reveal: bool = False) -> list[dict[str, Any]]:
+        """Lint findings (replay.lint) as JSON-ready dicts, details masked."""
+        from replay.lint import lint
+
+        masker = Masker(reveal)
+        out = []
+        for finding in lint(self.store, flt):
+            item = finding.to_json()
+            item["detail"] = masker.text(item.get("detail"))
+            out.append(item)
+        return out
+
+    # ------------------------------------------------------------------ conversation
+
+    def conversation(self, conversation_id: str, reveal: bool = False) -> ConversationView:
+        """A conversation's branches, runs, assemblies, compaction markers and participants."""
+        store = self.store
+        masker = Masker(reveal)
+        conversations = store.conversations()
+        match = conversations.filter(pc.equal(conversations["conversation_id"], conversation_id))
+        conversation = match.to_pylist()[0] if match.num_rows else None
+        if conversation is not None:
+            conversation["title"] = masker.text(conversation.get("title"))
+        branches = store.branches(conversation_id).to_pylist()
+        runs = store.model_runs(conversation_id).to_pylist()
+        assemblies = store.assemblies_of_conversation(conversation_id).to_pylist()
+        try:  # compaction markers and participants: the tree still shows without them
+            graph = store.conversation_graph(conversation_id)
+        except ContextlensError:
+            compactions: list[dict[str, Any]] = []
+            participants: dict[str, dict[str, Any]] = {}
+        else:
+            messages = graph["messages"]
+            marks = messages.filter(
+                pc.fill_null(pc.equal(messages["speaker_label"], COMPACT_BOUNDARY), False)
+            ).select(["message_id", "branch_id", "content", "created_at"])
+            compactions = sorted(marks.to_pylist(),
+                                 key=lambda m: (m["created_at"], m["message_id"]))
+            participants = {
+                p["participant_id"]: p
+                for p in graph["participants"].select(["participant_id", "label", "kind"]).to_pylist()
+            }
+        return ConversationView(
+            conversation_id=conversation_id,
+            conversation=frozen_row(conversation) if conversation is not None else None,
+            branches=tuple(frozen_row(b) for b in branches),
+            runs=tuple(frozen_row(r) for r in runs),
+            assemblies=tuple(frozen_row(a) for a in assemblies),
+            compactions=tuple(frozen_row(c) for c in compactions),
+            participants={k: frozen_row({**v, "label": masker.text(v.get("label"))})
+                          for k, v in participants.items()},
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def token_accounting(row: Mapping[str, Any], records: pa.Table) -> TokenAccounting:
+    """Recorded (or assembled) tokens beside the records' estimate, by kind."""
+    included = records.filter(pc.equal(records["decision"], "included"))
+    omitted = records.filter(pc.equal(records["decision"], "omitted"))
+    estimate = int(pc.sum(included["tokens"]).as_py() or 0)
+    by_kind: dict[str, int] = {}
+    if included.num_rows:
+        grouped = included.group_by("record_kind").aggregate([("tokens", "sum")])
+        by_kind = dict(zip(grouped["record_kind"].to_pylist(),
+                           (int(v or 0) for v in grouped["tokens_sum"].to_pylist()), strict=True))
+    tags = row.get("tags") or []
+    recorded = recorded_tokens(tags)
+    assembled = int(row.get("assembled_tokens") or 0)
+    unattributed = None
+    if recorded:
+        unattributed = unattributed_tokens(tags)
+        if unattributed is None:
+            unattributed = assembled - estimate
+    return TokenAccounting(
+        recorded=recorded,
+        assembled_tokens=assembled,
+        token_budget=int(row.get("token_budget") or 0),
+        baseline_tokens=int(row.get("baseline_tokens") or 0),
+        included_estimate=estimate,
+        omitted_tokens=int(pc.sum(omitted["tokens"]).as_py() or 0),
+        unattributed=unattributed,
+        by_kind=dict(sorted(by_kind.items())),
+    )
+
+
+def _masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
+    out = dict(row)
+    out["tags"] = masker.values(row.get("tags"))
+    return frozen_row(out)
+
+
+def _privacy_column(records: pa.Table, privacy: pa.Table) -> pa.Array:
+    """Each record's privacy class, in ``records`` order (one join, null where none)."""
+    left = records.select(["record_kind", "record_id"]).append_column(
+        "_row", pa.array(range(records.num_rows), pa.int64()))
+    joined = left.join(privacy, ["record_kind", "record_id"], join_type="left outer")
+    joined = joined.sort_by("_row")
+    return joined["privacy_class"].combine_chunks()
+
+
+def _masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
+    """Labels quote record content: restricted classes get the placeholder, the rest pass
+    the secret detector."""
+    return masker.column(pc.fill_null(labels, ""), privacy)
+
+
+def _mask_list_page(page: pa.Table, masker: Masker) -> pa.Table:
+    if masker.reveal or not page.num_rows:
+        return page
+    out = page
+    for name in _LIST_TEXT:
+        if name in out.column_names:
+            i = out.schema.get_field_index(name)
+            out = out.set_column(i, name, masker.column(out[name]))
+    if "tags" in out.column_names:
+        i = out.schema.get_field_index("tags")
+        tags = [None if t is None else masker.values(t) for t in out["tags"].to_pylist()]
+        out = out.set_column(i, "tags", pa.array(tags, pa.list_(pa.string())))
+    return out
+
+
+def _recorded_decision(store: "Store", assembly_id: str, record_id: str,
+                       kind: str | None) -> dict[str, Any] | None:
+    try:
+        row = store.record_decision(assembly_id, record_id)
+    except NotFoundError:
+        return None
+    if kind is not None and row["record_kind"] != kind:
+        return None
+    return row
+
+
+def _masked_side(row: Mapping[str, Any] | None, masker: Masker) -> Mapping[str, Any] | None:
+    if row is None:
+        return None
+    out = {k: row.get(k) for k in ("record_kind", "record_id") + _SIDE_KEYS}
+    out["detail"] = masker.optional(out.get("detail"))
+    return frozen_row(out)
+
+
+def _masked_record(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
+    return frozen_row({**row, "detail": masker.optional(row.get("detail"))})
+
+
+def _masked_link(link: Mapping[str, Any], masker: Masker) -> ProvenanceLink:
+    privacy = link.get("privacy_class")
+    label = link.get("label")
+    if not link.get("broken"):
+        label = masker.text(label, privacy)
+    return ProvenanceLink(
+        kind=str(link.get("kind")), id=str(link.get("id")), label=str(label or ""),
+        broken=bool(link.get("broken")), depth=int(link.get("depth") or 0),
+        via=link.get("via"), privacy_class=privacy,
+    )
+
+
+def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: str,
+               masker: Masker) -> DiffView:
+    """A diff with side details masked and each record's recorded label (masked)."""
+    records = store.assembly_records(assembly_id)
+    privacy = _privacy_column(records, store.record_privacy(assembly_id))
+    labels = _masked_labels(records["label"], privacy, masker).to_pylist()
+    keys = zip(records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True)
+    changes = []
+    for c in d.changes:
+        c = dict(c)
+        for side in ("a", "b"):
+            if c.get(side) is not None:
+                c[side] = {**c[side], "detail": masker.optional(c[side].get("detail"))}
+        changes.append(frozen_row(c))
+    return DiffView(
+        assembly_id=assembly_id, a_label=d.a_label, b_label=d.b_label, a_spec=a_spec,
+        b_spec=b_spec, summary=frozen_row(d.summary), changes=tuple(changes),
+        safety=tuple(frozen_row(s) for s in d.safety),
+        labels=dict(zip(keys, labels, strict=True)),
+    )

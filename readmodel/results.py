@@ -1,0 +1,278 @@
+"""The answers of the read model: frozen, already masked unless revealed.
+
+The CLI prints them (text or JSON) and the screens display them; neither computes privacy,
+masking, token accounting or a why-sentence of its own. Tables are Arrow (one page, one
+assembly's records: bounded); rows are read-only mappings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+__all__ = [
+    "AssemblyView",
+    "ConversationView",
+    "DiffView",
+    "PolicyInfo",
+    "PromptPartView",
+    "PromptView",
+    "ProvenanceLink",
+    "RecordWhy",
+    "RequestPage",
+    "ReplayView",
+    "TokenAccounting",
+    "TokenReportRow",
+    "frozen_row",
+]
+
+
+def frozen_row(row: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of one row."""
+    return MappingProxyType(dict(row or {}))
+
+
+@dataclass(frozen=True)
+class RequestPage:
+    """One page of the request list.
+
+    ``rows`` has the store's list columns (``ingest.store.LIST_COLUMNS``), text masked;
+    ``matched`` requests match the filter, ``total`` are in the store."""
+
+    rows: pa.Table
+    matched: int
+    total: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class TokenAccounting:
+    """Where a request's tokens went.
+
+    ``assembled_tokens`` is what the request sent (recorded by the runtime when
+    ``recorded``); ``included_estimate`` is the sum of the included records' tokens;
+    ``unattributed`` is what the records do not explain (system prompt, tool schemas,
+    estimator error), only for recorded counts; ``by_kind`` and ``omitted_tokens`` give the
+    shape of the prompt."""
+
+    recorded: bool
+    assembled_tokens: int
+    token_budget: int
+    baseline_tokens: int
+    included_estimate: int
+    omitted_tokens: int
+    unattributed: int | None
+    by_kind: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recorded": self.recorded,
+            "assembled_tokens": self.assembled_tokens,
+            "token_budget": self.token_budget,
+            "baseline_tokens": self.baseline_tokens,
+            "included_estimate": self.included_estimate,
+            "omitted_tokens": self.omitted_tokens,
+            "unattributed_tokens": self.unattributed,
+            "by_kind": dict(self.by_kind),
+        }
+
+
+@dataclass(frozen=True)
+class AssemblyView:
+    """One recorded request: its row, its records, its decision trace.
+
+    ``records`` holds every record: included first in prompt order, then omitted by
+    reason, kind and id; columns record_kind, record_id, decision, rendering, position,
+    policy_family, reason_code, detail, tokens, label, created_at, privacy_class (labels
+    and details masked). ``trace`` holds the policy decisions by step."""
+
+    request: Mapping[str, Any]
+    records: pa.Table
+    trace: pa.Table
+    tokens: TokenAccounting
+    masked: int
+
+    @property
+    def assembly_id(self) -> str:
+        return str(self.request["assembly_id"])
+
+    def included(self) -> pa.Table:
+        import pyarrow.compute as pc
+
+        return self.records.filter(pc.equal(self.records["decision"], "included"))
+
+    def omitted(self) -> pa.Table:
+        import pyarrow.compute as pc
+
+        return self.records.filter(pc.equal(self.records["decision"], "omitted"))
+
+    def decision_of(self, kind: str, record_id: str) -> Mapping[str, Any] | None:
+        """The record's row in this assembly, None when it was not a candidate."""
+        import pyarrow.compute as pc
+
+        hit = self.records.filter(
+            pc.and_(pc.equal(self.records["record_kind"], kind),
+                    pc.equal(self.records["record_id"], record_id))
+        )
+        return frozen_row(hit.slice(0, 1).to_pylist()[0]) if hit.num_rows else None
+
+
+@dataclass(frozen=True)
+class ProvenanceLink:
+    """One step of a record's provenance chain (depth 0 is the record itself)."""
+
+    kind: str
+    id: str
+    label: str  # masked
+    broken: bool
+    depth: int
+    via: str | None
+    privacy_class: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "label": self.label, "broken": self.broken,
+                "depth": self.depth, "via": self.via, "privacy_class": self.privacy_class}
+
+
+@dataclass(frozen=True)
+class RecordWhy:
+    """Why one record was in or out of one side (the recording, or a replay)."""
+
+    assembly_id: str
+    side: str  # "recorded <v>" or "replay <v>"
+    policy_version: str
+    record_kind: str
+    record_id: str
+    exists: bool  # the record's own row is in the store
+    decision: Mapping[str, Any] | None  # its row on this side; None: not a candidate
+    sentence: str  # masked
+    policy_key: str | None
+    trace: tuple[Mapping[str, Any], ...]  # details masked
+    provenance: tuple[ProvenanceLink, ...]
+    content: str  # masked, whole: the caller cuts
+    privacy_class: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dict(self.decision or {})
+        return {
+            "assembly_id": self.assembly_id,
+            "side": self.side,
+            "record_kind": self.record_kind,
+            "record_id": self.record_id,
+            "decision": d.get("decision"),
+            "rendering": d.get("rendering"),
+            "reason_code": d.get("reason_code"),
+            "policy_family": d.get("policy_family"),
+            "detail": d.get("detail"),
+            "tokens": d.get("tokens"),
+            "explanation": self.sentence,
+            "policy_key": self.policy_key,
+            "decisions": [dict(t) for t in self.trace],
+            "provenance": [p.to_json() for p in self.provenance],
+        }
+
+
+@dataclass(frozen=True)
+class PromptPartView:
+    record_kind: str
+    record_id: str
+    position: int
+    rendering: str
+    tokens: int
+    header: str  # masked
+    body: str  # masked
+    masked: bool
+
+
+@dataclass(frozen=True)
+class PromptView:
+    assembly_id: str
+    parts: tuple[PromptPartView, ...]
+
+    @property
+    def masked(self) -> int:
+        return sum(1 for p in self.parts if p.masked)
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    """A request re-assembled under a policy version (no model call)."""
+
+    assembly_id: str
+    policy_version: str
+    assembler: str
+    selection_hash: str
+    assembled_tokens: int
+    baseline_tokens: int
+    included: tuple[Mapping[str, Any], ...]  # prompt order; details masked
+    omitted: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """Side A against side B of one request, safety findings first."""
+
+    assembly_id: str
+    a_label: str
+    b_label: str
+    a_spec: str  # "recorded" or a version
+    b_spec: str
+    summary: Mapping[str, Any]
+    changes: tuple[Mapping[str, Any], ...]  # safety first, then by change class
+    safety: tuple[Mapping[str, Any], ...]
+    labels: Mapping[tuple[str, str], str]  # (kind, id) -> masked one-line label
+
+    @property
+    def changed(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(c for c in self.changes if c["change"] != "unchanged")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a_label": self.a_label,
+            "b_label": self.b_label,
+            "summary": dict(self.summary),
+            "changes": [dict(c) for c in self.changes],
+            "safety": [dict(s) for s in self.safety],
+        }
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    version: str
+    extends: str | None
+    description: str
+    changes: tuple[Mapping[str, Any], ...]  # key, parent, value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "extends": self.extends,
+                "description": self.description, "changes": [dict(c) for c in self.changes]}
+
+
+@dataclass(frozen=True)
+class TokenReportRow:
+    scenario: str
+    assemblies: int
+    baseline_tokens: int
+    assembled_tokens: int
+    reduction: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "assemblies": self.assemblies,
+                "baseline_tokens": self.baseline_tokens,
+                "assembled_tokens": self.assembled_tokens, "reduction": self.reduction}
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    """A conversation's tree: branches, runs, assemblies, compaction markers, participants."""
+
+    conversation_id: str
+    conversation: Mapping[str, Any] | None  # title masked
+    branches: tuple[Mapping[str, Any], ...]
+    runs: tuple[Mapping[str, Any], ...]
+    assemblies: tuple[Mapping[str, Any], ...]
+    compactions: tuple[Mapping[str, Any], ...]
+    participants: Mapping[str, Mapping[str, Any]]
