@@ -4,6 +4,8 @@ Layering: ``inspector -> readmodel -> replay -> ingest``. The CLI and the screen
 this package for answers; they format, nothing more.
 """
 
+from replay.diff import CHANGE_CLASSES
+
 from .masking import Masker, masked_placeholder
 from .model import RECORDED, ReadModel, ReplayCache, token_accounting
 from .records import record_content
@@ -23,6 +25,7 @@ from .results import (
 )
 
 __all__ = [
+    "CHANGE_CLASSES",
     "RECORDED",
     "AssemblyView",
     "ConversationView",

@@ -28,8 +28,7 @@ from ingest.errors import ContextlensError
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import safe_text
-from replay.diff import CHANGE_CLASSES
-from readmodel import RECORDED
+from readmodel import CHANGE_CLASSES, RECORDED
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
