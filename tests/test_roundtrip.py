@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from ingest.contract import ENUMS, INCLUDED_REASONS, OMITTED_REASONS, TABLES
 from ingest.errors import ContextlensError, ValidationError
-from ingest.export_store import export_store
+from ingest.reexport import export_store
 from ingest.store import Store, ingest
 from ingest.writer import ExportWriter, table_sha256
 from store_fixtures import make_export, read_table, rewrite_table, set_value

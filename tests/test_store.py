@@ -397,7 +397,7 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ingest.store import _already_clustered
+    from ingest.store.loading import _already_clustered
     from ingest.validate import read_layout
     from ingest.writer import table_sha256
     from store_fixtures import read_table

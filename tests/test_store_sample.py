@@ -85,3 +85,21 @@ def test_sample_blobs_read_and_verify(store: Store) -> None:
                 assert isinstance(body, bytes)
                 read += 1
     assert read > 0
+
+
+def test_one_conversation_graph_is_the_many_form_for_that_conversation(store: Store) -> None:
+    """Replay reads a graph per conversation or many at once; both must hold the same rows."""
+    import pyarrow.compute as pc
+
+    convs = store.conversations().to_pylist()
+    export_id = store.exports()[0]["export_id"]
+    ids = [c["conversation_id"] for c in convs]
+    many = store.conversation_graphs(ids, export_id)
+    artifacts = 0
+    for cid in ids:
+        one = store.conversation_graph(cid, export_id)
+        for name, table in one.items():
+            part = many[name].filter(pc.equal(many[name]["graph_conversation_id"], cid))
+            assert part.drop_columns(["graph_conversation_id"]).equals(table), (cid, name)
+        artifacts += one["tool_artifacts"].num_rows
+    assert artifacts > 0 and len(ids) > 1

@@ -1,4 +1,4 @@
-"""Write one export of a store back out as an export folder, with ExportWriter.
+"""Re-export: write one export of a store back out as an export folder, with ExportWriter.
 
     export_store("store.duckdb", "out/")                 # the store's only export
     export_store("store.duckdb", "out/", "exp-2025-03")  # one of several
@@ -21,6 +21,7 @@ import duckdb
 
 from .contract import TABLES
 from .errors import ContextlensError, NotFoundError
+from .store.database import open_store
 from .validate import fetch_one, q
 from .writer import ExportWriter
 
@@ -33,23 +34,9 @@ def export_store(
     export_id: str | None = None,
 ) -> Path:
     """Write ``export_id`` (default: the store's only export) to ``out_dir``; returns it."""
-    from .store import STORE_FORMAT
-
     path = Path(store_path)
-    if not path.is_file():
-        raise ContextlensError(f"no store at {path}")
+    con = open_store(path, read_only=True)
     try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as err:
-        raise ContextlensError(f"{path} is not a contextlens store ({err})") from None
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        try:
-            fmt = fetch_one(con.execute("SELECT value FROM store_meta WHERE key = 'format'"))
-        except duckdb.Error:
-            fmt = None
-        if fmt is None or fmt[0] != STORE_FORMAT:
-            raise ContextlensError(f"{path} is not a contextlens store")
         known = [r[0] for r in con.execute(
             "SELECT export_id FROM exports ORDER BY export_id"
         ).fetchall()]

@@ -1,6 +1,6 @@
 """The lint queries of the store (``replay/lint.py`` turns their rows into findings).
 
-``LintQueries`` is a mixin of :class:`ingest.store.Store`: every method runs one
+``LintQueries`` is the lint area of :class:`ingest.store.Store`: every method runs one
 parameterised, columnar SQL query through ``self._arrow`` and returns an Arrow table; no
 Python loop over records. User text (the filter) only reaches SQL as bound parameters.
 
@@ -32,12 +32,13 @@ branch and subagent), tool calls, artifacts.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 
-from .contract import RESTRICTED_PRIVACY
-from .filters import AssemblyFilter, filter_sql, parse_filter
+from ..contract import RESTRICTED_PRIVACY
+from ..filters import AssemblyFilter, filter_sql
+from .database import Database, as_filter
 
 __all__ = ["LintQueries", "RESULT_PLACEMENT_COLUMNS"]
 
@@ -52,9 +53,7 @@ def _utc(expr: str) -> str:
 
 
 def _where(flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
-    if isinstance(flt, str):
-        flt = parse_filter(flt)
-    return filter_sql(flt)
+    return filter_sql(as_filter(flt))
 
 
 # The included records of the selected assemblies, with what the invariants need to know
@@ -225,11 +224,8 @@ _SCOPE = (
 )
 
 
-class LintQueries:
-    """Lint SQL; mixed into ``Store`` (which provides ``_arrow``)."""
-
-    def _arrow(self, sql: str, params: Iterable[Any] = ()) -> pa.Table:  # pragma: no cover
-        raise NotImplementedError
+class LintQueries(Database):
+    """Lint SQL, one query area of ``Store``."""
 
     # ---- schema
     def table_columns(self, table: str) -> list[str]:

@@ -1,0 +1,133 @@
+"""Opening a store file: the one connect-and-check-format path, and the thread-safe query
+helpers every query area of :class:`ingest.store.Store` runs its SQL through.
+
+User text only ever reaches SQL as a bound parameter; identifiers come from the contract and
+are quoted with ``q``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import pyarrow as pa
+
+from ..contract import TABLES
+from ..errors import ContextlensError
+from ..filters import AssemblyFilter, parse_filter
+from ..validate import _one_line, fetch_one, q
+
+__all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
+
+STORE_FORMAT = "contextlens-store"
+STORE_VERSION = "1"
+
+
+def connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(path), read_only=read_only)
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise unless ``con`` holds a contextlens store."""
+    try:
+        row = fetch_one(con.execute("SELECT value FROM store_meta WHERE key = 'format'"))
+    except duckdb.Error:
+        row = None
+    if row is None or row[0] != STORE_FORMAT:
+        raise ContextlensError(f"{path} is not a contextlens store")
+
+
+def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection to the store file at ``path``, its format checked; one-line errors."""
+    if not path.is_file():
+        raise ContextlensError(f"no store at {path} (ingest an export first)")
+    try:
+        con = connect(path, read_only=read_only)
+    except duckdb.Error as err:
+        raise ContextlensError(f"{path} is not a contextlens store ({_one_line(err)})") from None
+    try:
+        check_is_store(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def as_filter(flt: AssemblyFilter | str | None) -> AssemblyFilter | None:
+    if isinstance(flt, str):
+        return parse_filter(flt)
+    return flt
+
+
+def cols_of(table: str, alias: str = "") -> str:
+    """The contract columns of ``table``, quoted, optionally prefixed by ``alias``."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{q(c)}" for c in TABLES[table].column_names)
+
+
+_CLIP = "CASE WHEN length({e}) > {n} THEN left({e}, {m}) || '…' ELSE {e} END"
+
+
+def clip(expr: str, n: int) -> str:
+    """SQL for ``expr`` on one line (whitespace runs collapsed), cut to ``n`` characters."""
+    flat = f"regexp_replace(coalesce({expr}, ''), '\\s+', ' ', 'g')"
+    return _CLIP.format(e=flat, n=n, m=n - 1)
+
+
+class Database:
+    """One open store file. Thread-safe: calls are serialised on one connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        self._con = con
+        self.path = path
+        self.read_only = read_only
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, db_path: str | os.PathLike[str], read_only: bool = True) -> Any:
+        path = Path(db_path)
+        return cls(open_store(path, read_only), path, read_only)
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def _arrow(self, sql: str, params: Iterable[Any] = ()) -> pa.Table:
+        with self._lock:
+            return self._con.sql(sql, params=list(params)).to_arrow_table()
+
+    def _dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            cur = self._con.execute(sql, list(params))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def _one(self, sql: str, params: Iterable[Any] = ()) -> dict[str, Any] | None:
+        rows = self._dicts(sql, params)
+        return rows[0] if rows else None
+
+    def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._con.execute(sql, list(params)).fetchall()
+
+    def exports(self) -> list[dict[str, Any]]:
+        rows = self._dicts(
+            "SELECT export_id, source_dir, producer, created_at, ingested_at, rows_json, "
+            "warnings_json FROM exports ORDER BY export_id"
+        )
+        for r in rows:
+            r["rows"] = json.loads(r.pop("rows_json") or "{}")
+            r["warnings"] = json.loads(r.pop("warnings_json") or "[]")
+        return rows

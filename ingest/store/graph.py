@@ -1,0 +1,135 @@
+"""Conversation queries: the conversation screen's lists, and the conversation graph replay
+rebuilds assemblies from.
+
+One query form decides which rows belong to a conversation (``conversation_graphs``, many
+conversations of one export at once); ``conversation_graph`` is that form for one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..contract import TABLES
+from ..errors import NotFoundError
+from ..validate import q
+from .database import Database, cols_of
+
+__all__ = ["GRAPH_TABLES", "GraphQueries"]
+
+# the tables of a conversation graph
+GRAPH_TABLES: tuple[str, ...] = (
+    "conversations", "branches", "participants", "messages", "model_runs", "tool_calls",
+    "tool_artifacts", "tool_memories", "skill_states", "checkpoints",
+)
+
+# tables whose rows name their conversation directly
+_OWN_CONVERSATION = ("conversations", "branches", "participants", "messages", "model_runs",
+                     "tool_memories")
+# tables whose rows belong to a conversation through their model run
+_THROUGH_RUN = ("tool_calls", "skill_states", "checkpoints")
+
+
+class GraphQueries(Database):
+    """The conversation area of ``Store``."""
+
+    # ---- conversation screen
+    def conversations(self) -> pa.Table:
+        return self._arrow(
+            "SELECT c.conversation_id, c.title, c.owner_id, c.created_at, "
+            "coalesce(b.n, 0) AS branch_count, coalesce(s.n, 0) AS assembly_count "
+            "FROM conversations c "
+            "LEFT JOIN (SELECT conversation_id, export_id, count(*) AS n FROM branches "
+            "           GROUP BY ALL) b ON b.conversation_id = c.conversation_id AND b.export_id = c.export_id "
+            "LEFT JOIN (SELECT conversation_id, export_id, count(*) AS n FROM assembly_summary "
+            "           GROUP BY ALL) s ON s.conversation_id = c.conversation_id AND s.export_id = c.export_id "
+            "ORDER BY c.created_at, c.conversation_id, c.export_id"
+        )
+
+    def branches(self, conversation_id: str) -> pa.Table:
+        return self._arrow(
+            "SELECT branch_id, parent_branch_id, fork_message_id, name, created_at FROM branches "
+            "WHERE conversation_id = ? ORDER BY created_at, branch_id",
+            [conversation_id],
+        )
+
+    def model_runs(self, conversation_id: str) -> pa.Table:
+        return self._arrow(
+            "SELECT model_run_id, branch_id, participant_id, runtime_kind, parent_model_run_id, "
+            "status, provider, model, started_at FROM model_runs WHERE conversation_id = ? "
+            "ORDER BY started_at, model_run_id",
+            [conversation_id],
+        )
+
+    def assemblies_of_conversation(self, conversation_id: str) -> pa.Table:
+        return self._arrow(
+            "SELECT assembly_id, model_run_id, branch_id, participant_id, policy_version, "
+            "assembled_at, scenario FROM assembly_summary WHERE conversation_id = ? "
+            "ORDER BY assembled_at, assembly_id",
+            [conversation_id],
+        )
+
+    def conversation_graph(self, conversation_id: str, export_id: str | None = None) -> dict[str, pa.Table]:
+        """Every graph table's rows of one conversation (contract columns, no export_id).
+
+        Rows are taken from ``export_id`` (default: the first export holding the conversation).
+        Membership is ``conversation_graphs``'.
+        """
+        if export_id is None:
+            row = self._one(
+                "SELECT export_id FROM conversations WHERE conversation_id = ? "
+                "ORDER BY export_id LIMIT 1",
+                [conversation_id],
+            )
+            if row is None:
+                raise NotFoundError(f"unknown conversation '{conversation_id}'")
+            export_id = row["export_id"]
+        graphs = self.conversation_graphs([conversation_id], export_id)
+        return {name: t.drop_columns(["graph_conversation_id"]) for name, t in graphs.items()}
+
+    def conversation_graphs(self, conversation_ids: list[str], export_id: str) -> dict[str, pa.Table]:
+        """The graph rows of many conversations of one export, in one query per table.
+
+        A row belongs to a conversation when it names it; tool calls, skill states and
+        checkpoints through their model run; an artifact through its branch, its tool call or
+        its owner run. Each table has the contract columns plus ``graph_conversation_id`` (the conversation
+        the row belongs to; a row reachable from two conversations appears once for each),
+        ordered by graph_conversation_id, then the table's primary key."""
+        ids = list(conversation_ids)
+        conv = "SELECT unnest(?::VARCHAR[])"
+        runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
+                f"WHERE export_id = ? AND conversation_id IN ({conv})")
+        out: dict[str, pa.Table] = {}
+        for name in GRAPH_TABLES:
+            cols = cols_of(name, "t")
+            if name in _OWN_CONVERSATION:
+                sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
+                       f"WHERE t.export_id = ? AND t.conversation_id IN ({conv})")
+                params: list[Any] = [export_id, ids]
+            elif name in _THROUGH_RUN:
+                sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
+                       f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id WHERE t.export_id = ?")
+                params = [export_id, ids, export_id]
+            else:  # tool_artifacts: through the branch, the owner run or the tool call
+                sql = (
+                    f"WITH runs AS ({runs}), "
+                    "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
+                    f"       WHERE export_id = ? AND conversation_id IN ({conv})), "
+                    "calls AS (SELECT DISTINCT r.cid, c.tool_call_id FROM tool_calls c "
+                    "          JOIN runs r ON r.model_run_id = c.model_run_id WHERE c.export_id = ?), "
+                    "arts AS (SELECT rowid AS rid, branch_id, owner_model_run_id, tool_call_id "
+                    "         FROM tool_artifacts WHERE export_id = ?), "
+                    "pairs AS (SELECT br.cid, a.rid FROM arts a JOIN br ON br.branch_id = a.branch_id "
+                    "          UNION SELECT r.cid, a.rid FROM arts a JOIN runs r ON r.model_run_id = a.owner_model_run_id "
+                    "          UNION SELECT c.cid, a.rid FROM arts a JOIN calls c ON c.tool_call_id = a.tool_call_id) "
+                    f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
+                    "JOIN pairs p ON p.rid = t.rowid"
+                )
+                params = [export_id, ids, export_id, ids, export_id, export_id]
+            out[name] = self._arrow(
+                f"{sql} ORDER BY graph_conversation_id, "
+                + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
+                params,
+            )
+        return out

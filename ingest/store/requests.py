@@ -1,0 +1,114 @@
+"""Request-list queries: the filtered, sorted list of assemblies, its counts, the distinct
+values a filter can take, verify's work list and the per-scenario token totals.
+
+All of them read ``assembly_summary`` (one row per assembly, built at ingest) with the
+filter compiled by ``ingest.filters.filter_sql``; the sort column is checked against
+``LIST_COLUMNS``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..errors import ContextlensError
+from ..filters import AssemblyFilter, filter_sql
+from ..validate import q
+from .database import Database, as_filter, cols_of
+
+__all__ = ["LIST_COLUMNS", "RequestQueries"]
+
+LIST_COLUMNS: tuple[str, ...] = (
+    "assembly_id",
+    "assembled_at",
+    "conversation_id",
+    "branch_id",
+    "participant_id",
+    "runtime_kind",
+    "provider",
+    "model",
+    "policy_version",
+    "assembler_version",
+    "included_count",
+    "omitted_count",
+    "assembled_tokens",
+    "baseline_tokens",
+    "token_budget",
+    "tags",
+    "scenario",
+)
+
+_DISTINCT_SQL = {
+    "policy_version": "SELECT DISTINCT policy_version FROM assembly_summary",
+    "runtime_kind": "SELECT DISTINCT runtime_kind FROM assembly_summary",
+    "participant_id": "SELECT DISTINCT participant_id FROM assembly_summary",
+    "conversation_id": "SELECT DISTINCT conversation_id FROM assembly_summary",
+    "scenario": "SELECT DISTINCT scenario FROM assembly_summary",
+    "model": "SELECT DISTINCT model FROM assembly_summary",
+    "reason_code": "SELECT DISTINCT unnest(reason_codes) FROM assembly_summary",
+    "tag": "SELECT DISTINCT unnest(tags) FROM assembly_summary",
+}
+
+
+class RequestQueries(Database):
+    """The request-list area of ``Store``."""
+
+    def count_assemblies(self, flt: AssemblyFilter | str | None = None) -> int:
+        where, params = filter_sql(as_filter(flt))
+        return self._rows(f"SELECT count(*) FROM assembly_summary WHERE {where}", params)[0][0]
+
+    def list_assemblies(
+        self,
+        flt: AssemblyFilter | str | None = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> pa.Table:
+        if sort not in LIST_COLUMNS:
+            raise ContextlensError(
+                f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
+            )
+        where, params = filter_sql(as_filter(flt))
+        direction = "DESC" if descending else "ASC"
+        sql = (
+            f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} "
+            f"ORDER BY {q(sort)} {direction} NULLS LAST, assembly_id {direction}, export_id"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = params + [int(limit)]
+        if offset:
+            sql += " OFFSET ?"
+            params = params + [int(offset)]
+        return self._arrow(sql, params)
+
+    def distinct_values(self, field: str) -> list[str]:
+        sql = _DISTINCT_SQL.get(field)
+        if sql is None:
+            raise ContextlensError(
+                f"no distinct values for '{field}' (choose one of: {', '.join(_DISTINCT_SQL)})"
+            )
+        return sorted(r[0] for r in self._rows(sql) if r[0] is not None)
+
+    def assembly_requests(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """context_assemblies rows (contract columns + export_id) of the assemblies matching
+        ``flt``, ordered by export, conversation, time and id (verify's work list)."""
+        where, params = filter_sql(as_filter(flt))
+        return self._arrow(
+            f"SELECT {cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
+            "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
+            f"      WHERE {where}) s ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
+            "ORDER BY a.export_id, a.conversation_id, a.assembled_at, a.assembly_id",
+            params,
+        )
+
+    def token_totals(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """Per scenario (null for untagged requests): assemblies, baseline_tokens (history
+        replay), assembled_tokens; ordered by scenario with the untagged last."""
+        where, params = filter_sql(as_filter(flt))
+        return self._arrow(
+            "SELECT scenario, count(*) AS assemblies, sum(baseline_tokens)::BIGINT AS baseline_tokens, "
+            "sum(assembled_tokens)::BIGINT AS assembled_tokens FROM assembly_summary "
+            f"WHERE {where} GROUP BY scenario ORDER BY scenario NULLS LAST",
+            params,
+        )
