@@ -161,13 +161,11 @@ class ReadModel:
         masker = Masker(reveal)
         row = store.assembly(assembly_id)
         records = store.assembly_records(assembly_id)
-        privacy = _privacy_column(records, store.record_privacy(assembly_id))
-        label = _masked_labels(records["label"], privacy, masker)
+        label = _masked_labels(records["label"], records["privacy_class"], masker)
         detail = masker.column(pc.fill_null(records["detail"], ""))
         records = (
             records.set_column(records.schema.get_field_index("label"), "label", label)
             .set_column(records.schema.get_field_index("detail"), "detail", detail)
-            .append_column("privacy_class", privacy)
         )
         trace = store.policy_decisions(assembly_id)
         trace = trace.set_column(
@@ -421,15 +419,6 @@ def _masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]
     return frozen_row(out)
 
 
-def _privacy_column(records: pa.Table, privacy: pa.Table) -> pa.Array:
-    """Each record's privacy class, in ``records`` order (one join, null where none)."""
-    left = records.select(["record_kind", "record_id"]).append_column(
-        "_row", pa.array(range(records.num_rows), pa.int64()))
-    joined = left.join(privacy, ["record_kind", "record_id"], join_type="left outer")
-    joined = joined.sort_by("_row")
-    return joined["privacy_class"].combine_chunks()
-
-
 def _masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
     """Labels quote record content: restricted classes get the placeholder, the rest pass
     the secret detector."""
@@ -490,8 +479,7 @@ def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: st
                masker: Masker) -> DiffView:
     """A diff with side details masked and each record's recorded label (masked)."""
     records = store.assembly_records(assembly_id)
-    privacy = _privacy_column(records, store.record_privacy(assembly_id))
-    labels = _masked_labels(records["label"], privacy, masker).to_pylist()
+    labels = _masked_labels(records["label"], records["privacy_class"], masker).to_pylist()
     keys = zip(records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True)
     changes = []
     for c in d.changes:

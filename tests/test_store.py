@@ -252,7 +252,7 @@ def test_assembly_records_order_and_labels(store: Store) -> None:
     table = store.assembly_records("as1")
     assert table.column_names == [
         "record_kind", "record_id", "decision", "rendering", "position", "policy_family",
-        "reason_code", "detail", "tokens", "label", "created_at",
+        "reason_code", "detail", "tokens", "label", "created_at", "privacy_class",
     ]
     rows = table.to_pylist()
     assert [r["record_id"] for r in rows] == [
@@ -430,7 +430,7 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
 
 def test_record_privacy_and_model_run_links(store: Store) -> None:
     rows = {(r["record_kind"], r["record_id"]): r["privacy_class"]
-            for r in store.record_privacy("as1").to_pylist()}
+            for r in store.assembly_records("as1").to_pylist()}
     assert rows[("tool_memory", "m2")] == "user_private"
     assert rows[("tool_artifact", "a2")] == "internal"
     assert rows[("message", "msg1")] is None and len(rows) == 9

@@ -19,6 +19,9 @@ from .database import Database, clip, cols_of
 __all__ = ["AssemblyQueries"]
 
 # kind -> (table, id column, label expression, created-at expression)
+# kinds whose rows carry a privacy class
+_PRIVATE_KINDS = ("tool_artifact", "tool_memory")
+
 _LABELS: dict[str, tuple[str, str, str, str]] = {
     "message": ("messages", "message_id", f"role || ': ' || {clip('content', 80)}", "created_at"),
     "tool_call": (
@@ -147,6 +150,9 @@ class AssemblyQueries(Database):
         return {k: list(ids) for k, ids in self._rows(sql, params)}
 
     def assembly_records(self, assembly_id: str, decision: str | None = None) -> pa.Table:
+        """Every record of the assembly (or those of one decision) with its one-line label,
+        creation time and privacy class (null for kinds without one), in display order:
+        included by position, then omitted by reason, kind and id."""
         if decision not in (None, "included", "omitted"):
             raise ContextlensError(f"decision must be 'included' or 'omitted', not '{decision}'")
         export_id = self._assembly_export(assembly_id)
@@ -156,14 +162,16 @@ class AssemblyQueries(Database):
             if kind not in _LABELS:
                 continue
             table, id_col, label, created = _LABELS[kind]
+            privacy = "privacy_class" if kind in _PRIVATE_KINDS else "NULL::VARCHAR"
             parts.append(
-                f"SELECT ? AS kind, {q(id_col)} AS id, {label} AS label, {created} AS created_at "
+                f"SELECT ? AS kind, {q(id_col)} AS id, {label} AS label, {created} AS created_at, "
+                f"{privacy} AS privacy_class "
                 f"FROM {q(table)} WHERE export_id = ? AND {q(id_col)} IN (SELECT unnest(?::VARCHAR[]))"
             )
             params += [kind, export_id, id_list]
         labels = " UNION ALL ".join(parts) or (
             "SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, NULL::VARCHAR AS label, "
-            "NULL::TIMESTAMPTZ AS created_at WHERE false"
+            "NULL::TIMESTAMPTZ AS created_at, NULL::VARCHAR AS privacy_class WHERE false"
         )
         where = "r.assembly_id = ? AND r.export_id = ?"
         rparams: list[Any] = [assembly_id, export_id]
@@ -173,36 +181,12 @@ class AssemblyQueries(Database):
         sql = (
             f"WITH labels AS ({labels}) "
             "SELECT r.record_kind, r.record_id, r.decision, r.rendering, r.position, "
-            "r.policy_family, r.reason_code, r.detail, r.tokens, l.label, l.created_at "
+            "r.policy_family, r.reason_code, r.detail, r.tokens, l.label, l.created_at, "
+            "l.privacy_class "
             f"FROM assembly_records r LEFT JOIN labels l ON l.kind = r.record_kind AND l.id = r.record_id "
             f"WHERE {where} {_RECORD_ORDER}"
         )
         return self._arrow(sql, params + rparams)
-
-    def record_privacy(self, assembly_id: str) -> pa.Table:
-        """record_kind, record_id, privacy_class of every record of the assembly (privacy is
-        null for kinds without one), so callers can mask labels of restricted records."""
-        export_id = self._assembly_export(assembly_id)
-        ids = self._record_ids(assembly_id, export_id, None)
-        parts, params = [], []
-        for kind in ("tool_artifact", "tool_memory"):
-            if ids.get(kind):
-                table, id_col = RECORD_TABLES[kind]
-                parts.append(
-                    f"SELECT ? AS kind, {q(id_col)} AS id, privacy_class FROM {q(table)} "
-                    f"WHERE export_id = ? AND {q(id_col)} IN (SELECT unnest(?::VARCHAR[]))"
-                )
-                params += [kind, export_id, ids[kind]]
-        body = " UNION ALL ".join(parts) or (
-            "SELECT NULL::VARCHAR AS kind, NULL::VARCHAR AS id, NULL::VARCHAR AS privacy_class "
-            "WHERE false"
-        )
-        return self._arrow(
-            f"WITH p AS ({body}) SELECT r.record_kind, r.record_id, p.privacy_class "
-            "FROM assembly_records r LEFT JOIN p ON p.kind = r.record_kind AND p.id = r.record_id "
-            "WHERE r.assembly_id = ? AND r.export_id = ? ORDER BY r.record_kind, r.record_id",
-            params + [assembly_id, export_id],
-        )
 
     def policy_decisions(self, assembly_id: str, record_id: str | None = None) -> pa.Table:
         export_id = self._assembly_export(assembly_id)
