@@ -7,87 +7,25 @@ unknown id), never a traceback. Content from logs is escaped before it is printe
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
-
-from typing import Mapping
+from typing import Any
 
 import click
 
 from ingest.errors import ContextlensError
-from ingest.text import clip, json_safe, visible_text
-from ingest.timefmt import table_time
+from ingest.text import visible_text
 
+from .console import emit_json, json_default, print_diff, print_table, progress_printer, vis
 from .stores import resolve_store
 
-# ----------------------------------------------------------------------------- output helpers
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, tuple):
-        return list(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def dumps(obj: Any) -> str:
-    return json_safe(json.dumps(obj, default=_json_default, ensure_ascii=False, indent=2))
-
-
-def emit_json(obj: Any) -> None:
-    click.echo(dumps(obj))
-
-
-def _vis(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dt.datetime):
-        return table_time(value)
-    if isinstance(value, (list, tuple)):
-        return ", ".join(visible_text(str(v)) for v in value)
-    return visible_text(str(value))
-
-
-def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> None:
-    """A plain, aligned text table (no markup: every cell is escaped data)."""
-    cells = [[clip(_vis(r.get(c)), max_width) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-
-
-def _progress_printer() -> Callable[[str, int, int], None] | None:
-    """A progress bar on stderr when it is a terminal; nothing when piped."""
-    if not sys.stderr.isatty():
-        return None
-    last: dict[str, Any] = {"stage": None}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / total) if total else width
-        bar = "█" * filled + "░" * (width - filled)
-        sys.stderr.write(f"\r{stage[:28]:<28} {bar} {done}/{total}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-        last["stage"] = stage
-
-    return progress
+# ----------------------------------------------------------------------------- helpers
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {_vis(message)}", err=True)
+    click.echo(f"warning: {vis(message)}", err=True)
 
 
 class _Answers:
@@ -98,7 +36,7 @@ class _Answers:
         from readmodel import ReadModel
 
         registry = _registry(policies_dir) if policies_dir else None
-        self.store = Store.open(resolve_store(db, _progress_printer(), warn=_warn))
+        self.store = Store.open(resolve_store(db, progress_printer(), warn=_warn))
         self.model = ReadModel(self.store, registry)
 
     def __enter__(self):
@@ -161,7 +99,7 @@ def _run_app(
     fmt: str | None = None,
     policies_dir: str | None = None,
 ) -> None:
-    db = resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)
+    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
     if policies_dir:  # fail on a bad registry before the screen takes over
         from replay.policy import load_registry
 
@@ -185,7 +123,7 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
         # Fail before the screen takes over if the id is unknown.
         from ingest.store import Store
 
-        with Store.open(resolve_store(path, _progress_printer(), fmt=fmt, warn=_warn)) as store:
+        with Store.open(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)) as store:
             store.assembly(assembly)
     _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir)
 
@@ -206,7 +144,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
         raise ContextlensError(f"{source}: no such file or folder")
     adapt_warnings: list[str] = []
     export_dir = export_for(source, fmt, warn=adapt_warnings.append)
-    result = do_ingest(export_dir, Path(db), progress=None if as_json else _progress_printer())
+    result = do_ingest(export_dir, Path(db), progress=None if as_json else progress_printer())
     result.warnings[:0] = adapt_warnings
     if as_json:
         emit_json(
@@ -221,9 +159,9 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
         return
     verb = "ingested" if result.changed else "already up to date:"
     total = sum(result.rows.values())
-    click.echo(f"{verb} export {_vis(result.export_id)} into {result.db_path} ({total} rows)")
+    click.echo(f"{verb} export {vis(result.export_id)} into {result.db_path} ({total} rows)")
     for w in result.warnings:
-        click.echo(f"warning: {_vis(w)}", err=True)
+        click.echo(f"warning: {vis(w)}", err=True)
 
 
 LIST_COLUMNS = [
@@ -286,12 +224,12 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
                    "omitted": omitted, "unattributed_tokens": tokens.unattributed})
         return
     click.echo(
-        f"assembly {_vis(assembly_id)}  {_vis(assembly.get('runtime_kind'))}  participant {_vis(assembly.get('participant_id'))}"
-        f"  policy {_vis(assembly.get('policy_version'))}  {_vis(assembly.get('provider'))}/{_vis(assembly.get('model'))}"
+        f"assembly {vis(assembly_id)}  {vis(assembly.get('runtime_kind'))}  participant {vis(assembly.get('participant_id'))}"
+        f"  policy {vis(assembly.get('policy_version'))}  {vis(assembly.get('provider'))}/{vis(assembly.get('model'))}"
     )
     click.echo(
         f"tokens {tokens.assembled_tokens} of budget {tokens.token_budget}"
-        f" (history replay would send {tokens.baseline_tokens})  tags {_vis(assembly.get('tags'))}"
+        f" (history replay would send {tokens.baseline_tokens})  tags {vis(assembly.get('tags'))}"
     )
     if tokens.recorded:
         click.echo(
@@ -324,7 +262,7 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
     if as_json:
         emit_json(answer.to_json())
         return
-    click.echo(_vis(answer.sentence))
+    click.echo(vis(answer.sentence))
     click.echo("\ndecision trace:")
     print_table([dict(t) for t in answer.trace],
                 ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
@@ -332,7 +270,7 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
     for link in answer.provenance:
         mark = "✗ missing " if link.broken else ""
         indent = "  " * link.depth
-        click.echo(f"{indent}{mark}{_vis(link.kind)} {_vis(link.id)}  {_vis(link.label)}")
+        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(link.id)}  {vis(link.label)}")
 
 
 def _registry(policies_dir: str | None):
@@ -354,10 +292,10 @@ def policies(policies_dir: str | None, as_json: bool) -> None:
         return
     for p in out:
         parent = f" (extends {p['extends']})" if p["extends"] else ""
-        click.echo(f"{_vis(p['version'])}{parent}: {_vis(p['description'])}")
+        click.echo(f"{vis(p['version'])}{parent}: {vis(p['description'])}")
         for c in p["changes"]:
-            was, now = (json.dumps(v, default=_json_default) for v in (c["parent"], c["value"]))
-            click.echo(f"    {_vis(c['key'])}: {_vis(was)} -> {_vis(now)}")
+            was, now = (json.dumps(v, default=json_default) for v in (c["parent"], c["value"]))
+            click.echo(f"    {vis(c['key'])}: {vis(was)} -> {vis(now)}")
 
 
 @cli.command()
@@ -386,42 +324,13 @@ def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: 
         emit_json(out)
         return
     click.echo(
-        f"replay of {_vis(assembly_id)} under {_vis(policy_version)}: {out['assembled_tokens']} tokens "
+        f"replay of {vis(assembly_id)} under {vis(policy_version)}: {out['assembled_tokens']} tokens "
         f"(history replay {out['baseline_tokens']}), selection {out['selection_hash'][:16]}…"
     )
     click.echo(f"\nincluded ({len(out['included'])}), in prompt order:")
     print_table(out["included"], RECORD_FIELDS_INCLUDED)
     click.echo(f"\nomitted ({len(out['omitted'])}):")
     print_table(out["omitted"], RECORD_FIELDS_OMITTED)
-
-
-def _print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
-    summary = d["summary"]
-    click.echo(f"{_vis(d['a_label'])} -> {_vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
-    counts = summary["counts"]
-    click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
-    if d["safety"]:
-        click.echo(f"\nSAFETY: {len(d['safety'])} record(s) newly exposed that A withheld:")
-        for f in d["safety"]:
-            click.echo(f"  {_vis(f['record_kind'])} {_vis(f['record_id'])}: withheld for {_vis(f['a_reason'])}, now {_vis(f['b_rendering'])} ({_vis(f['b_reason'])})")
-    rows = []
-    for c in d["changes"]:
-        if changes_only and c["change"] == "unchanged":
-            continue
-        a, b = c.get("a") or {}, c.get("b") or {}
-        rows.append(
-            {
-                "change": c["change"],
-                "record_kind": c["record_kind"],
-                "record_id": c["record_id"],
-                "a": f"{a.get('decision', '-')}/{a.get('rendering') or a.get('reason_code') or '-'}",
-                "b": f"{b.get('decision', '-')}/{b.get('rendering') or b.get('reason_code') or '-'}",
-                "b_reason": b.get("reason_code"),
-            }
-        )
-    if rows:
-        click.echo("")
-        print_table(rows, ["change", "record_kind", "record_id", "a", "b", "b_reason"])
 
 
 @cli.command()
@@ -440,7 +349,7 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
     if as_json:
         emit_json(out)
         return
-    _print_diff(out)
+    print_diff(out)
 
 
 @cli.command()
@@ -456,7 +365,7 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
-    progress = None if as_json else _progress_printer()
+    progress = None if as_json else progress_printer()
     with _Answers(db, policies_dir) as answers:
         result = answers.verify(
             flt,
@@ -468,10 +377,10 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
     else:
         click.echo(f"checked {out['checked']}: {out['faithful']} faithful, {len(out['drifted'])} drifted")
         for e in out["errors"]:
-            click.echo(f"could not replay {_vis(e['assembly_id'])}: {_vis(e['error'])}")
+            click.echo(f"could not replay {vis(e['assembly_id'])}: {vis(e['error'])}")
         for d in out["drifted"]:
-            click.echo(f"\nDRIFT {_vis(d['assembly_id'])} (assembler {_vis(d['assembler_version'])}, policy {_vis(d['policy_version'])})")
-            _print_diff(d["diff"])
+            click.echo(f"\nDRIFT {vis(d['assembly_id'])} (assembler {vis(d['assembler_version'])}, policy {vis(d['policy_version'])})")
+            print_diff(d["diff"])
     if out["drifted"] or out["errors"]:
         sys.exit(1)
 
@@ -497,7 +406,7 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
         for f in out:
             where = f.get("assembly_id") or f.get("message_id") or "-"
             record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
-            click.echo(f"{f['severity']:<7}  {_vis(f['rule'])}  {_vis(where)}  {_vis(record)}  {_vis(f['detail'])}")
+            click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
         counts = {sev: sum(1 for f in out if f["severity"] == sev) for sev in ("error", "warning", "info")}
         click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
     if any(f["severity"] == "error" for f in out):

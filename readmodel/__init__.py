@@ -7,7 +7,8 @@ this package for answers; they format, nothing more.
 from replay.diff import CHANGE_CLASSES
 
 from .masking import Masker, masked_placeholder
-from .model import RECORDED, ReadModel, ReplayCache, token_accounting
+from .model import RECORDED, ReadModel, ReplayCache
+from .tokens import token_accounting
 from .records import record_content
 from .results import (
     AssemblyView,

@@ -15,7 +15,7 @@ A ``Masker`` counts what it masked, so a view can say "3 masked".
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +23,25 @@ import pyarrow.compute as pc
 from ingest.contract import RESTRICTED_PRIVACY
 from replay.render import mask_secrets
 
-__all__ = ["Masker", "is_restricted", "masked_placeholder"]
+from .results import ProvenanceLink, frozen_row
+
+__all__ = [
+    "Masker",
+    "is_restricted",
+    "masked_labels",
+    "masked_link",
+    "masked_list_page",
+    "masked_placeholder",
+    "masked_record",
+    "masked_request",
+    "masked_side",
+]
+
+# text columns of the request list that come from logs
+_LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "model",
+              "provider", "policy_version", "assembler_version", "scenario")
+_SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
+              "policy_family")
 
 _RESTRICTED = pa.array(sorted(RESTRICTED_PRIVACY), pa.string())
 
@@ -86,3 +104,52 @@ class Masker:
     def restricted_mask(self, privacy: pa.Array | pa.ChunkedArray) -> pa.Array:
         """True where a row's privacy class is restricted (columnar)."""
         return pc.fill_null(pc.is_in(privacy, _RESTRICTED), False)
+
+
+# ---------------------------------------------------------------------- rows
+
+
+def masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
+    out = dict(row)
+    out["tags"] = masker.values(row.get("tags"))
+    return frozen_row(out)
+
+def masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
+    """Labels quote record content: restricted classes get the placeholder, the rest pass
+    the secret detector."""
+    return masker.column(pc.fill_null(labels, ""), privacy)
+
+def masked_list_page(page: pa.Table, masker: Masker) -> pa.Table:
+    if masker.reveal or not page.num_rows:
+        return page
+    out = page
+    for name in _LIST_TEXT:
+        if name in out.column_names:
+            i = out.schema.get_field_index(name)
+            out = out.set_column(i, name, masker.column(out[name]))
+    if "tags" in out.column_names:
+        i = out.schema.get_field_index("tags")
+        tags = [None if t is None else masker.values(t) for t in out["tags"].to_pylist()]
+        out = out.set_column(i, "tags", pa.array(tags, pa.list_(pa.string())))
+    return out
+
+def masked_side(row: Mapping[str, Any] | None, masker: Masker) -> Mapping[str, Any] | None:
+    if row is None:
+        return None
+    out = {k: row.get(k) for k in ("record_kind", "record_id") + _SIDE_KEYS}
+    out["detail"] = masker.optional(out.get("detail"))
+    return frozen_row(out)
+
+def masked_record(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
+    return frozen_row({**row, "detail": masker.optional(row.get("detail"))})
+
+def masked_link(link: Mapping[str, Any], masker: Masker) -> ProvenanceLink:
+    privacy = link.get("privacy_class")
+    label = link.get("label")
+    if not link.get("broken"):
+        label = masker.text(label, privacy)
+    return ProvenanceLink(
+        kind=str(link.get("kind")), id=str(link.get("id")), label=str(label or ""),
+        broken=bool(link.get("broken")), depth=int(link.get("depth") or 0),
+        via=link.get("via"), privacy_class=privacy,
+    )

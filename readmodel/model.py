@@ -17,17 +17,24 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
-from ingest.tags import recorded_tokens, unattributed_tokens
 from replay import service
 from replay.explain import explain, policy_key
 from replay.render import render_prompt
 
-from .masking import Masker
+from .masking import (
+    Masker,
+    masked_labels,
+    masked_link,
+    masked_list_page,
+    masked_record,
+    masked_request,
+    masked_side,
+)
 from .records import record_content
+from .tokens import token_accounting
 from .results import (
     AssemblyView,
     ConversationView,
@@ -35,11 +42,9 @@ from .results import (
     PolicyInfo,
     PromptPartView,
     PromptView,
-    ProvenanceLink,
     RecordWhy,
     ReplayView,
     RequestPage,
-    TokenAccounting,
     TokenReportRow,
     frozen_row,
 )
@@ -54,13 +59,6 @@ __all__ = ["RECORDED", "ReadModel", "ReplayCache"]
 
 RECORDED = "recorded"
 COMPACT_BOUNDARY = "compact_boundary"  # the speaker label transcript adapters give markers
-_SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
-              "policy_family")
-# text columns of the request list that come from logs
-_LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "model",
-              "provider", "policy_version", "assembler_version", "scenario")
-
-
 class ReplayCache:
     """Replayed assemblies by (assembly_id, policy_version), least recently used dropped."""
 
@@ -147,13 +145,13 @@ class ReadModel:
             matched, total = counts
         page = store.list_assemblies(flt, sort=sort, descending=descending, limit=limit,
                                      offset=offset)
-        return RequestPage(_mask_list_page(page, Masker(reveal)), matched, total, offset)
+        return RequestPage(masked_list_page(page, Masker(reveal)), matched, total, offset)
 
     # ------------------------------------------------------------------ one assembly
 
     def request(self, assembly_id: str, reveal: bool = False) -> Mapping[str, Any]:
         """The recorded request row (context_assemblies + counts), text masked."""
-        return _masked_request(self.store.assembly(assembly_id), Masker(reveal))
+        return masked_request(self.store.assembly(assembly_id), Masker(reveal))
 
     def assembly(self, assembly_id: str, reveal: bool = False) -> AssemblyView:
         """The recorded request, every record it weighed and its decision trace."""
@@ -161,7 +159,7 @@ class ReadModel:
         masker = Masker(reveal)
         row = store.assembly(assembly_id)
         records = store.assembly_records(assembly_id)
-        label = _masked_labels(records["label"], records["privacy_class"], masker)
+        label = masked_labels(records["label"], records["privacy_class"], masker)
         detail = masker.column(pc.fill_null(records["detail"], ""))
         records = (
             records.set_column(records.schema.get_field_index("label"), "label", label)
@@ -173,7 +171,7 @@ class ReadModel:
             masker.column(pc.fill_null(trace["detail"], "")),
         )
         tokens = token_accounting(row, records)
-        return AssemblyView(_masked_request(row, masker), records, trace, tokens, masker.masked)
+        return AssemblyView(masked_request(row, masker), records, trace, tokens, masker.masked)
 
     def prompt(self, assembly_id: str, reveal: bool = False) -> PromptView:
         """The prompt as the model received it, part by part, masked unless revealed."""
@@ -247,12 +245,12 @@ class ReadModel:
             record_kind=kind,
             record_id=record_id,
             exists=record is not None,
-            decision=_masked_side(decision, masker),
+            decision=masked_side(decision, masker),
             sentence=masker.text(sentence),
             policy_key=key,
             trace=tuple(frozen_row({**t, "detail": masker.optional(t.get("detail"))})
                         for t in trace),
-            provenance=tuple(_masked_link(link, masker) for link in provenance),
+            provenance=tuple(masked_link(link, masker) for link in provenance),
             content=masker.text(record_content(kind, record), privacy),
             privacy_class=privacy,
         )
@@ -278,8 +276,8 @@ class ReadModel:
             assembly_id=assembly_id, policy_version=version, assembler=out.assembler,
             selection_hash=out.selection_hash, assembled_tokens=out.assembled_tokens,
             baseline_tokens=out.baseline_tokens,
-            included=tuple(_masked_record(r, masker) for r in included),
-            omitted=tuple(_masked_record(r, masker) for r in omitted),
+            included=tuple(masked_record(r, masker) for r in included),
+            omitted=tuple(masked_record(r, masker) for r in omitted),
         )
 
     def diff(self, assembly_id: str, version: str, against: str = RECORDED,
@@ -383,63 +381,6 @@ class ReadModel:
 # ---------------------------------------------------------------------- helpers
 
 
-def token_accounting(row: Mapping[str, Any], records: pa.Table) -> TokenAccounting:
-    """Recorded (or assembled) tokens beside the records' estimate, by kind."""
-    included = records.filter(pc.equal(records["decision"], "included"))
-    omitted = records.filter(pc.equal(records["decision"], "omitted"))
-    estimate = int(pc.sum(included["tokens"]).as_py() or 0)
-    by_kind: dict[str, int] = {}
-    if included.num_rows:
-        grouped = included.group_by("record_kind").aggregate([("tokens", "sum")])
-        by_kind = dict(zip(grouped["record_kind"].to_pylist(),
-                           (int(v or 0) for v in grouped["tokens_sum"].to_pylist()), strict=True))
-    tags = row.get("tags") or []
-    recorded = recorded_tokens(tags)
-    assembled = int(row.get("assembled_tokens") or 0)
-    unattributed = None
-    if recorded:
-        unattributed = unattributed_tokens(tags)
-        if unattributed is None:
-            unattributed = assembled - estimate
-    return TokenAccounting(
-        recorded=recorded,
-        assembled_tokens=assembled,
-        token_budget=int(row.get("token_budget") or 0),
-        baseline_tokens=int(row.get("baseline_tokens") or 0),
-        included_estimate=estimate,
-        omitted_tokens=int(pc.sum(omitted["tokens"]).as_py() or 0),
-        unattributed=unattributed,
-        by_kind=dict(sorted(by_kind.items())),
-    )
-
-
-def _masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
-    out = dict(row)
-    out["tags"] = masker.values(row.get("tags"))
-    return frozen_row(out)
-
-
-def _masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
-    """Labels quote record content: restricted classes get the placeholder, the rest pass
-    the secret detector."""
-    return masker.column(pc.fill_null(labels, ""), privacy)
-
-
-def _mask_list_page(page: pa.Table, masker: Masker) -> pa.Table:
-    if masker.reveal or not page.num_rows:
-        return page
-    out = page
-    for name in _LIST_TEXT:
-        if name in out.column_names:
-            i = out.schema.get_field_index(name)
-            out = out.set_column(i, name, masker.column(out[name]))
-    if "tags" in out.column_names:
-        i = out.schema.get_field_index("tags")
-        tags = [None if t is None else masker.values(t) for t in out["tags"].to_pylist()]
-        out = out.set_column(i, "tags", pa.array(tags, pa.list_(pa.string())))
-    return out
-
-
 def _recorded_decision(store: "Store", assembly_id: str, record_id: str,
                        kind: str | None) -> dict[str, Any] | None:
     try:
@@ -451,35 +392,11 @@ def _recorded_decision(store: "Store", assembly_id: str, record_id: str,
     return row
 
 
-def _masked_side(row: Mapping[str, Any] | None, masker: Masker) -> Mapping[str, Any] | None:
-    if row is None:
-        return None
-    out = {k: row.get(k) for k in ("record_kind", "record_id") + _SIDE_KEYS}
-    out["detail"] = masker.optional(out.get("detail"))
-    return frozen_row(out)
-
-
-def _masked_record(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
-    return frozen_row({**row, "detail": masker.optional(row.get("detail"))})
-
-
-def _masked_link(link: Mapping[str, Any], masker: Masker) -> ProvenanceLink:
-    privacy = link.get("privacy_class")
-    label = link.get("label")
-    if not link.get("broken"):
-        label = masker.text(label, privacy)
-    return ProvenanceLink(
-        kind=str(link.get("kind")), id=str(link.get("id")), label=str(label or ""),
-        broken=bool(link.get("broken")), depth=int(link.get("depth") or 0),
-        via=link.get("via"), privacy_class=privacy,
-    )
-
-
 def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: str,
                masker: Masker) -> DiffView:
     """A diff with side details masked and each record's recorded label (masked)."""
     records = store.assembly_records(assembly_id)
-    labels = _masked_labels(records["label"], records["privacy_class"], masker).to_pylist()
+    labels = masked_labels(records["label"], records["privacy_class"], masker).to_pylist()
     keys = zip(records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True)
     changes = []
     for c in d.changes:

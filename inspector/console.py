@@ -1,0 +1,107 @@
+"""What the command line prints: aligned text tables of escaped data, JSON for scripts,
+a progress bar on a terminal. Every value from a log goes through ``vis`` (or JSON escaping)
+before it reaches the terminal."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import click
+
+from ingest.text import clip, json_safe, visible_text
+from ingest.timefmt import table_time
+
+__all__ = ["dumps", "emit_json", "json_default", "print_diff", "print_table", "progress_printer", "vis"]
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def dumps(obj: Any) -> str:
+    return json_safe(json.dumps(obj, default=json_default, ensure_ascii=False, indent=2))
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(dumps(obj))
+
+
+def vis(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return table_time(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(visible_text(str(v)) for v in value)
+    return visible_text(str(value))
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> None:
+    """A plain, aligned text table (no markup: every cell is escaped data)."""
+    cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def progress_printer() -> Callable[[str, int, int], None] | None:
+    """A progress bar on stderr when it is a terminal; nothing when piped."""
+    if not sys.stderr.isatty():
+        return None
+    last: dict[str, Any] = {"stage": None}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / total) if total else width
+        bar = "█" * filled + "░" * (width - filled)
+        sys.stderr.write(f"\r{stage[:28]:<28} {bar} {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+        last["stage"] = stage
+
+    return progress
+
+
+def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
+    summary = d["summary"]
+    click.echo(f"{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
+    counts = summary["counts"]
+    click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+    if d["safety"]:
+        click.echo(f"\nSAFETY: {len(d['safety'])} record(s) newly exposed that A withheld:")
+        for f in d["safety"]:
+            click.echo(f"  {vis(f['record_kind'])} {vis(f['record_id'])}: withheld for {vis(f['a_reason'])}, now {vis(f['b_rendering'])} ({vis(f['b_reason'])})")
+    rows = []
+    for c in d["changes"]:
+        if changes_only and c["change"] == "unchanged":
+            continue
+        a, b = c.get("a") or {}, c.get("b") or {}
+        rows.append(
+            {
+                "change": c["change"],
+                "record_kind": c["record_kind"],
+                "record_id": c["record_id"],
+                "a": f"{a.get('decision', '-')}/{a.get('rendering') or a.get('reason_code') or '-'}",
+                "b": f"{b.get('decision', '-')}/{b.get('rendering') or b.get('reason_code') or '-'}",
+                "b_reason": b.get("reason_code"),
+            }
+        )
+    if rows:
+        click.echo("")
+        print_table(rows, ["change", "record_kind", "record_id", "a", "b", "b_reason"])
