@@ -105,8 +105,8 @@ class Sample:
 
     ``head`` is the first bytes of the file (at least 8 MB, or the whole file, extended to
     the end of the line the limit cuts, 64 MB at most); ``complete`` says it is the whole
-    file. ``document`` is ``head`` parsed as one JSON value (None if it is not JSON: see
-    ``why_not_json``); ``lines`` the JSON lines of ``head`` that parse (the first 2,000
+    file. ``document`` is the file parsed as one JSON value (None if it is not JSON, or not
+    read whole: see ``why_not_json``); ``lines`` the JSON lines of ``head`` that parse (the first 2,000
     non-blank lines; None if none does). A sniffer must not read the file itself.
     """
 
@@ -149,11 +149,15 @@ def read_sample(path: Path) -> Sample:
     except OSError as err:
         raise ContextlensError(f"{path}: cannot read ({err})") from None
     sample = Sample(path, head, complete, st.st_size, long_line)
-    try:
-        sample.document = loads_document(path, head, verify_text=False)
-        sample._json = True
-    except (ValueError, UnicodeDecodeError) as err:
-        sample.why_not_json = str(err)[:60]
+    if not complete:
+        # a part of the file is not the file's document, even when it parses (one line)
+        sample.why_not_json = f"over {len(head) >> 20} MB, not read whole"
+    else:
+        try:
+            sample.document = loads_document(path, head, verify_text=False)
+            sample._json = True
+        except (ValueError, UnicodeDecodeError) as err:
+            sample.why_not_json = str(err)[:60]
     lines: list[Any] = []
     n = 0
     for n, raw in enumerate(head.splitlines(), start=1):
