@@ -140,10 +140,11 @@ def test_a_broken_plugin_is_one_clear_error(
 
 
 def test_a_plugin_may_not_take_a_builtin_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    _with_plugins(monkeypatch, **{"openai-chat": f"{__name__}:Shouty"})
+    _with_plugins(monkeypatch, **{"openai-chat": f"{__name__}:Shouty", "shout": f"{__name__}:Shouty"})
     with pytest.raises(ContextlensError, match="'openai-chat' .* takes the name of a built-in format"):
         available_adapters()
-    assert format_names() == ["claude-code", "openai-chat", "anthropic-messages", "export"]
+    assert format_names() == ["claude-code", "openai-chat", "anthropic-messages", "export", "shout"]
+    assert type(get_adapter("openai-chat")).__name__ == "OpenAIChatAdapter"
 
 
 def test_unknown_format_lists_every_known_one(tmp_path: Path) -> None:

@@ -513,9 +513,9 @@ class ClaudeCodeAdapter:
     def sniff(self, sample: Sample) -> str | None:
         if sample.document is None and sample.lines is None:
             return sample.not_json_reason()
-        if sample.document is not None or sample.lines is None:
+        if sample.document is not None:
             return "a single JSON document, not JSON lines"
-        return sniff(sample.lines)
+        return sniff(sample.lines or [])
 
     def adapt(self, path: Path, out_dir: Path, estimator: TokenEstimator) -> AdaptResult:
         return adapt_claude_code(path, out_dir, estimator)

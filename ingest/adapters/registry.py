@@ -89,9 +89,10 @@ def _import(value: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def _plugin_entry_points() -> dict[str, Any]:
+def _plugin_entry_points(strict: bool = True) -> dict[str, Any]:
     """Entry points of the group that are not the built-ins, by name (first one wins for a
-    name registered twice). A third-party plugin may not take a built-in name."""
+    name registered twice). A third-party plugin may not take a built-in name: an error,
+    or (``strict=False``) left out."""
     from importlib.metadata import entry_points
 
     try:
@@ -103,6 +104,8 @@ def _plugin_entry_points() -> dict[str, Any]:
         if ep.name in BUILTIN and ep.value == BUILTIN[ep.name]:
             continue
         if ep.name in BUILTIN or ep.name == EXPORT:
+            if not strict:
+                continue
             raise ContextlensError(
                 f"adapter plugin '{ep.name}' ({ep.value}) takes the name of a built-in format"
             )
@@ -118,11 +121,7 @@ def format_names() -> list[str]:
     """Every format name, for ``--format`` choices: the built-ins, ``export``, then the
     installed plugins by name. Reads entry point names only: no plugin code is imported,
     so a broken plugin fails when it is used, not here."""
-    try:
-        plugins = list(_plugin_entry_points())
-    except ContextlensError:
-        plugins = []
-    return [*BUILTIN, EXPORT, *plugins]
+    return [*BUILTIN, EXPORT, *_plugin_entry_points(strict=False)]
 
 
 def available_adapters() -> dict[str, Adapter]:
