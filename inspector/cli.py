@@ -82,11 +82,16 @@ def cli(ctx: click.Context) -> None:
         _run_app(None, reveal=False, assembly=None)
 
 
-FORMAT_CHOICES = ["claude-code", "openai-chat", "anthropic-messages", "export"]
+def _format_names() -> list[str]:
+    from ingest.adapters import format_names
+
+    return format_names()
+
+
 format_option = click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMAT_CHOICES),
+    type=click.Choice(_format_names()),
     default=None,
     help="The input's format (default: detected).",
 )

@@ -54,7 +54,12 @@ def cached_store_for_export(export_dir: Path, progress: ProgressFn | None = None
 
 
 def is_store_file(path: Path) -> bool:
-    """A DuckDB database file (its header carries the magic bytes DUCK at offset 8)."""
+    """A DuckDB database file (its header carries the magic bytes DUCK at offset 8). Only a
+    regular file is opened: a FIFO or a device would block or never end."""
+    from ingest.adapters.files import is_regular_file
+
+    if not is_regular_file(path):
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(12)
@@ -67,9 +72,12 @@ def export_for(path: Path, fmt: str | None = None, warn: WarnFn | None = None) -
     """An export folder for what the user named: the folder itself, or a transcript adapted
     (once per file content) into an export under the cache directory."""
     from ingest.adapters import adapt, detect_format
+    from ingest.adapters.files import require_regular_file
 
     if fmt in (None, "export") and is_export_dir(path):
         return path
+    if not path.is_dir():
+        require_regular_file(path)
     fmt = fmt or detect_format(path)
     if fmt == "export":
         raise ContextlensError(f"{path}: not an export folder (no manifest.json)")
@@ -96,9 +104,13 @@ def resolve_store(
     a store file, or a transcript (Claude Code, OpenAI chat, Anthropic Messages)."""
     if path is None:
         return cached_store_for_export(bundled_export(), progress)
+    from ingest.adapters.files import require_regular_file
+
     p = Path(path)
     if not p.exists():
         raise ContextlensError(f"{p}: no such file or folder")
-    if p.is_file() and fmt is None and is_store_file(p):
+    if not p.is_dir():
+        require_regular_file(p)
+    if fmt is None and is_store_file(p):
         return p
     return cached_store_for_export(export_for(p, fmt, warn), progress)

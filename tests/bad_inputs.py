@@ -9,14 +9,18 @@ Each ``Case`` builds its input under a folder and says what the command line mus
   containing ``expect``;
 - ``outcome="ok"``: exit 0.
 
-``command`` is ``"ingest"`` (``contextlens ingest CASE --db STORE``) or ``"policies"``
-(``contextlens policies --policies CASE``).
+``command`` is ``"ingest"`` (``contextlens ingest CASE --db STORE``), ``"open"``
+(``contextlens open CASE``) or ``"policies"`` (``contextlens policies --policies CASE``);
+``args`` are added to the command line. A ``blocking`` case would block a reader forever if
+contextlens opened it (a FIFO): it runs only in a separate process, with a timeout, so that
+a regression fails instead of hanging the suite.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -36,6 +40,8 @@ class Case:
     expect: tuple[str, ...]
     outcome: str = "error"
     command: str = "ingest"
+    args: tuple[str, ...] = ()
+    blocking: bool = False
 
 
 def _export(root: Path, edit=None) -> Path:
@@ -192,6 +198,70 @@ def _hostile_id(rows) -> None:
     rows["branches"][2]["conversation_id"] = HOSTILE_ID
 
 
+# ----------------------------------------------------------------------------- transcripts
+
+
+def _line(kind: str, n: int, **extra) -> dict:
+    """One Claude Code session line."""
+    line = {"type": kind, "sessionId": "s-bad", "uuid": f"u{n}",
+            "timestamp": f"2025-06-01T12:00:{n:02d}Z"}
+    line.update(extra)
+    return line
+
+
+def _user(n: int, text: str) -> dict:
+    return _line("user", n, message={"role": "user", "content": text})
+
+
+def _assistant(n: int, text: str) -> dict:
+    return _line("assistant", n, requestId=f"r{n}", message={
+        "id": f"m{n}", "model": "claude-opus-4-1", "role": "assistant",
+        "content": [{"type": "text", "text": text}], "usage": {"input_tokens": 100},
+    })
+
+
+def _session(lines: list[str], name: str = "session.jsonl") -> Callable[[Path], Path]:
+    """A Claude Code session file of these raw lines."""
+
+    def build(root: Path) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / name
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        return path
+
+    return build
+
+
+def _raw(name: str, text: str) -> Callable[[Path], Path]:
+    def build(root: Path) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+        return root / name
+
+    return build
+
+
+DEEP = 100_000  # nesting levels: far beyond what a recursive JSON parser follows
+FIRST_LINE_BYTES = 9 * 1024 * 1024  # over the 8 MB that detection reads at first
+
+
+def _fifo(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(root / "session.jsonl")
+    return root / "session.jsonl"
+
+
+def _folder_as_file(root: Path) -> Path:
+    (root / "session.jsonl").mkdir(parents=True)
+    return root / "session.jsonl"
+
+
+def _char_device(root: Path) -> Path:
+    return Path("/dev/zero")  # endless: read whole it would exhaust memory
+
+
+_OK_TURN = [json.dumps(_user(1, "hello")), json.dumps(_assistant(2, "hi"))]
+
 # ----------------------------------------------------------------------------- policies
 
 
@@ -261,6 +331,40 @@ CASES: tuple[Case, ...] = (
     Case("invalid_utf8", _patched(_invalid_utf8),
          ("table messages, column content, row 1", "not valid UTF-8")),
     Case("hostile_ids", _edited(_hostile_id), (), outcome="ok"),
+    Case("transcript_fifo", _fifo,
+         ("session.jsonl", "a FIFO", "not a regular file"), blocking=True),
+    Case("transcript_fifo_open", _fifo,
+         ("session.jsonl", "a FIFO", "not a regular file"), command="open", blocking=True),
+    Case("transcript_fifo_forced_format", _fifo,
+         ("session.jsonl", "a FIFO", "not a regular file"), args=("--format", "claude-code"),
+         blocking=True),
+    Case("transcript_char_device", _char_device,
+         ("/dev/zero", "a character device", "not a regular file")),
+    Case("transcript_char_device_open", _char_device,
+         ("/dev/zero", "a character device", "not a regular file"), command="open"),
+    Case("transcript_folder_as_file", _folder_as_file,
+         ("session.jsonl", "not a file", "format claude-code"),
+         args=("--format", "claude-code")),
+    Case("json_nested_100k", _raw("deep.json", "[" * DEEP + "]" * DEEP),
+         ("deep.json line 1", "nested too deeply")),
+    Case("jsonl_line_nested_100k",
+         _session([*_OK_TURN, '{"type": "user", "x": ' + "[" * DEEP + "]" * DEEP + "}"]),
+         ("session.jsonl line 3", "nested too deeply")),
+    Case("jsonl_line_nested_100k_forced_format",
+         _session([*_OK_TURN, "[" * DEEP + "]" * DEEP]),
+         ("session.jsonl line 3", "nested too deeply"), args=("--format", "claude-code")),
+    Case("jsonl_lone_surrogate",
+         _session([_OK_TURN[0], json.dumps(_user(5, "half an emoji \ud83d")), _OK_TURN[1]]),
+         ("session.jsonl line 2", "lone UTF-16 surrogate", "\\ud83d")),
+    Case("json_lone_surrogate",
+         _raw("chat.json", json.dumps({"messages": [
+             {"role": "user", "content": "hello"},
+             {"role": "assistant", "content": "\udc00 broken"},
+         ]}, indent=1)),
+         ("chat.json line 9", "lone UTF-16 surrogate", "\\udc00")),
+    Case("claude_code_first_line_over_8mb",
+         _session([json.dumps(_user(1, "A" * FIRST_LINE_BYTES)), _OK_TURN[1]]),
+         (), outcome="ok"),
     Case("policy_unknown_key",
          _policies({"v1.toml": _BASE + "[window]\nmax_mesages = 3\n"}),
          ("v1.toml", "max_mesages"), command="policies"),

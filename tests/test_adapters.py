@@ -209,3 +209,72 @@ def test_forced_wrong_format_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ContextlensError, match="no openai-chat messages"):
         adapt(FIX / "bad_line.jsonl", tmp_path / "x", fmt="openai-chat")
     assert not (tmp_path / "x").exists()
+
+
+# --------------------------------------------------------------------------- bounded reading
+
+
+@pytest.mark.parametrize(
+    "text,lone",
+    [
+        (r'"a \ud83d\ude00 pair"', None),  # a valid surrogate pair: an emoji
+        (r'"plain \\ud800 text"', None),  # the backslash is escaped: six characters of text
+        (r'"high \ud83d alone"', r"\ud83d"),
+        (r'"low \uDC00 alone"', r"\uDC00"),
+        (r'"escaped backslash then \\\ud800"', r"\ud800"),
+        (r'"high \ud83d then \\ude00 text"', r"\ud83d"),
+    ],
+)
+def test_lone_surrogate_escapes(text: str, lone: str | None) -> None:
+    from ingest.adapters.common import lone_surrogate
+
+    data = text.encode()
+    at = lone_surrogate(data)
+    assert (None if at is None else data[at: at + 6].decode()) == lone
+    # the same verdict as Python's own encoder on the parsed string
+    try:
+        json.loads(data).encode("utf-8")
+        encodable = True
+    except UnicodeEncodeError:
+        encodable = False
+    assert encodable == (lone is None)
+
+
+def test_sniffing_reads_a_bounded_head_ending_on_a_line(monkeypatch, tmp_path: Path) -> None:
+    from ingest.adapters import files
+
+    monkeypatch.setattr(files, "SNIFF_BYTES", 1000)
+    monkeypatch.setattr(files, "SNIFF_LINE_CAP", 5000)
+    path = tmp_path / "t.jsonl"
+    first = json.dumps({"type": "user", "uuid": "u1", "text": "x" * 1500}).encode() + b"\n"
+    path.write_bytes(first + b"y" * 3000 + b"\n")
+    head, complete, long_line = files.read_head(path)
+    assert head == first and not complete and not long_line  # the first line, whole
+    sample = files.read_sample(path)
+    assert sample.document is None and sample.lines == [json.loads(first)]
+
+    path.write_bytes(b"z" * 20_000)  # no line ends within the cap: read no further
+    head, complete, long_line = files.read_head(path)
+    assert len(head) == 5000 and not complete and long_line
+    with pytest.raises(ContextlensError, match="no line ends in the first"):
+        detect_format(path)
+
+    path.write_bytes(b"[1]\n" * 100)  # small: read whole
+    assert files.read_head(path) == (b"[1]\n" * 100, True, False)
+
+
+def test_claude_code_session_with_a_first_line_over_8mb(tmp_path: Path) -> None:
+    lines = (FIX / "compaction.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["message"]["content"] = "start " + "A" * (9 << 20)
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert detect_format(path) == "claude-code"
+    db = tmp_path / "s.duckdb"
+    ingest(adapt(path, tmp_path / "exp").export_dir, db)
+    assert _sql(db, "select max(length(content)) from messages")[0][0] > 9 << 20
+
+
+def test_a_folder_is_refused_by_type_for_a_transcript_format(tmp_path: Path) -> None:
+    with pytest.raises(ContextlensError, match="not a file .format claude-code reads one transcript file"):
+        adapt(tmp_path, tmp_path / "x", fmt="claude-code")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -38,8 +39,10 @@ def store(tmp_path: Path) -> Path:
 
 def _argv(case: Case, target: Path, db: Path) -> list[str]:
     if case.command == "policies":
-        return ["policies", "--policies", str(target)]
-    return ["ingest", str(target), "--db", str(db)]
+        return ["policies", "--policies", str(target), *case.args]
+    if case.command == "open":
+        return ["open", str(target), *case.args]
+    return ["ingest", str(target), "--db", str(db), *case.args]
 
 
 def _check(case: Case, code: int, out: str, err: str) -> None:
@@ -61,7 +64,11 @@ def _check(case: Case, code: int, out: str, err: str) -> None:
         assert "error" not in err
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+IN_PROCESS = [c for c in CASES if not c.blocking]
+BLOCKING = [c for c in CASES if c.blocking]
+
+
+@pytest.mark.parametrize("case", IN_PROCESS, ids=[c.name for c in IN_PROCESS])
 def test_case_through_the_command_line(case: Case, capsys, tmp_path: Path, store: Path) -> None:
     target = case.build(tmp_path / "case")
     before = _sha(store)
@@ -98,6 +105,24 @@ def test_case_through_a_real_process(name: str, tmp_path: Path, store: Path) -> 
     )
     _check(case, proc.returncode, proc.stdout, proc.stderr)
     assert _sha(store) == before
+
+
+@pytest.mark.parametrize("case", BLOCKING, ids=[c.name for c in BLOCKING])
+def test_blocking_case_is_refused_without_opening_it(case: Case, tmp_path: Path, store: Path) -> None:
+    """A FIFO is refused by its type, before anything opens it: the command returns at once.
+    It runs in its own process with a timeout, so that a regression (a read that blocks on
+    the FIFO forever) fails this test instead of hanging the suite."""
+    target = case.build(tmp_path / "case")
+    before = _sha(store)
+    env = dict(os.environ, CONTEXTLENS_CACHE=str(tmp_path / "cache"))
+    env.pop("CONTEXTLENS_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspector.cli", *_argv(case, target, store)],
+        capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    _check(case, proc.returncode, proc.stdout, proc.stderr)
+    assert _sha(store) == before
+    assert stat.S_ISFIFO(os.stat(target).st_mode)  # still the FIFO: not replaced, not read
 
 
 def test_invalid_utf8_is_refused_before_it_reaches_the_store(tmp_path: Path) -> None:
@@ -154,7 +179,11 @@ def test_every_case_of_the_issue_is_in_the_corpus() -> None:
         "completed_before_requested", "far_future", "manifest_sha256_mismatch",
         "manifest_row_count_mismatch", "empty_export", "content_50mb", "invalid_utf8",
         "policy_unknown_key", "policy_wrong_type", "policy_extends_cycle",
+        "transcript_fifo", "transcript_fifo_open", "transcript_char_device",
+        "transcript_folder_as_file", "json_nested_100k", "jsonl_line_nested_100k",
+        "jsonl_lone_surrogate", "json_lone_surrogate", "claude_code_first_line_over_8mb",
     } <= names
+    assert all(c.blocking for c in CASES if c.name.startswith("transcript_fifo"))
 
 
 SECRET = "Bearer abcdefghijklmnopqrstuvwxyz0123"

@@ -29,8 +29,9 @@ from typing import Any
 from .claude_code import recorded_input
 from .common import (
     EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, canonical_json, iter_jsonl,
-    parse_ts,
+    loads_document, parse_ts,
 )
+from .files import Sample
 from .tokens import TokenEstimator
 
 FORMAT = "anthropic-messages"
@@ -129,7 +130,7 @@ def adapt_anthropic_messages(
     data = path.read_bytes()
     b = Builder(FORMAT, path, data, estimator)
     try:
-        values: Any = json.loads(data)
+        values: Any = loads_document(path, data)
         numbered = [(f"entry {i}", e) for i, e in enumerate(_entries(values))]
     except (ValueError, UnicodeDecodeError):
         numbered = [(f"line {n}", v) for n, v in iter_jsonl(path, data, b)]
@@ -263,3 +264,18 @@ def _records(
         if role == "user":
             conv.last_user = rec.id
     return out
+
+
+class AnthropicMessagesAdapter:
+    """The ``anthropic-messages`` adapter (entry point of ``contextlens.adapters``)."""
+
+    name = FORMAT
+    description = "Anthropic Messages API request bodies, optionally with their responses"
+
+    def sniff(self, sample: Sample) -> str | None:
+        if sample.document is None and sample.lines is None:
+            return sample.not_json_reason()
+        return sniff(sample.document if sample.document is not None else sample.lines)
+
+    def adapt(self, path: Path, out_dir: Path, estimator: TokenEstimator) -> AdaptResult:
+        return adapt_anthropic_messages(path, out_dir, estimator)

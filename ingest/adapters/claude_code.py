@@ -38,6 +38,7 @@ from typing import Any
 from .common import (
     EPOCH, AdaptResult, Builder, Placement, Rec, after, as_text, blocks_text, iter_jsonl, parse_ts,
 )
+from .files import Sample
 from .tokens import TokenEstimator
 
 FORMAT = "claude-code"
@@ -501,3 +502,20 @@ def sniff(objs: list[Any]) -> str | None:
     if hits == 0:
         return 'no line has "type" user/assistant/system/progress with "sessionId" or "uuid"'
     return None
+
+
+class ClaudeCodeAdapter:
+    """The ``claude-code`` adapter (entry point of ``contextlens.adapters``)."""
+
+    name = FORMAT
+    description = "Claude Code session JSONL, with its <session>/subagents/ folder"
+
+    def sniff(self, sample: Sample) -> str | None:
+        if sample.document is None and sample.lines is None:
+            return sample.not_json_reason()
+        if sample.document is not None:
+            return "a single JSON document, not JSON lines"
+        return sniff(sample.lines or [])
+
+    def adapt(self, path: Path, out_dir: Path, estimator: TokenEstimator) -> AdaptResult:
+        return adapt_claude_code(path, out_dir, estimator)

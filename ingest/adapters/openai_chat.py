@@ -26,7 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, iter_jsonl, parse_ts
+from .common import (
+    EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, iter_jsonl, loads_document,
+    parse_ts,
+)
+from .files import Sample
 from .tokens import TokenEstimator
 
 FORMAT = "openai-chat"
@@ -111,7 +115,7 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
     data = path.read_bytes()
     b = Builder(FORMAT, path, data, estimator)
     try:
-        values: Any = json.loads(data)
+        values: Any = loads_document(path, data)
         line_of = None
     except (ValueError, UnicodeDecodeError):
         parsed = list(iter_jsonl(path, data, b))
@@ -265,3 +269,18 @@ def _one(
             return last_user
         records.append(b.tool_result(tid, text, _is_error(m, text), t, placement=placement))
     return last_user
+
+
+class OpenAIChatAdapter:
+    """The ``openai-chat`` adapter (entry point of ``contextlens.adapters``)."""
+
+    name = FORMAT
+    description = "OpenAI chat messages with tool_calls (also tau-bench traj, SWE-agent history)"
+
+    def sniff(self, sample: Sample) -> str | None:
+        if sample.document is None and sample.lines is None:
+            return sample.not_json_reason()
+        return sniff(sample.document if sample.document is not None else sample.lines)
+
+    def adapt(self, path: Path, out_dir: Path, estimator: TokenEstimator) -> AdaptResult:
+        return adapt_openai_chat(path, out_dir, estimator)
