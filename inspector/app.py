@@ -86,6 +86,7 @@ class ContextLensApp(App[None]):
         from readmodel import ReplayCache
 
         self.replays = ReplayCache()
+        self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
         self.sub_title = one_line(self.db_path.name, 80)
 
@@ -145,7 +146,19 @@ class ContextLensApp(App[None]):
         self._close_stores()
 
     def open_assembly(self, assembly_id: str) -> None:
-        self.push_screen(AssemblyScreen(assembly_id))
+        """Show ``assembly_id`` in the assembly screen. One screen is kept and re-targeted
+        while it is off the stack (composing a screen costs more than its data)."""
+        screen = self._assembly_screen
+        if screen is not None and screen not in self.screen_stack:
+            screen.show_assembly(assembly_id)
+            self.push_screen(screen)
+        elif screen is None:
+            # installed, so popping it keeps it composed for the next request
+            screen = self._assembly_screen = AssemblyScreen(assembly_id)
+            self.install_screen(screen, name="assembly")
+            self.push_screen(screen)
+        else:  # already on the stack (e.g. assembly -> conversation -> assembly)
+            self.push_screen(AssemblyScreen(assembly_id))
 
     def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
         self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))

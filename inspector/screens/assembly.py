@@ -187,6 +187,10 @@ class AssemblyScreen(Screen[None]):
 
     def __init__(self, assembly_id: str) -> None:
         super().__init__()
+        self._reset(assembly_id)
+
+    def _reset(self, assembly_id: str) -> None:
+        """Forget the shown assembly; ``assembly_id`` is the next one."""
         self.assembly_id = assembly_id
         self.assembly: Mapping[str, Any] | None = None
         self.membership: dict[tuple[str, str], dict[str, Any]] = {}
@@ -196,6 +200,8 @@ class AssemblyScreen(Screen[None]):
         self._walk: list[tuple[str, str]] = []
         self._prompt_requested = False
         self._tokens: TokenAccounting | None = None
+        self._omitted_rows: list[dict[str, Any]] | None = None
+        self._built: set[str] = set()  # tabs whose content has been built
 
     # ------------------------------------------------------------------ layout
 
@@ -220,6 +226,21 @@ class AssemblyScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
+        self.open_assembly()
+
+    def show_assembly(self, assembly_id: str) -> None:
+        """Show another assembly in this (already composed) screen: the app reuses one
+        assembly screen, so opening a request costs its data, not a new screen."""
+        self.workers.cancel_all()
+        self._reset(assembly_id)
+        self.remove_class("-failed")
+        self.query_one("#assembly-header", Static).update(
+            f"assembly {one_line(assembly_id, 120)} · loading…")
+        self.query_one("#prompt-log", Log).clear()
+        self.query_one("#prompt-status", Static).update("")
+        self.query_one("#omitted-tree", Tree).clear()
+        self.query_one(RecordPanel).show_message("Loading records…")
+        self.query_one("#tabs", TabbedContent).active = "tab-context"
         self.open_assembly()
 
     def _reveal_changed(self, _reveal: bool) -> None:
@@ -331,10 +352,11 @@ class AssemblyScreen(Screen[None]):
         context_pane = self.query_one("#tab-context", TabPane)
         await context_pane.remove_children()
         await context_pane.mount(arrow_table(message.included, id="context-table", max_column_content_width=70))
-        trace_pane = self.query_one("#tab-trace", TabPane)
-        await trace_pane.remove_children()
-        await trace_pane.mount(arrow_table(message.trace, id="trace-table", max_column_content_width=70))
-        self._fill_omitted(message.omitted)
+        # the Trace table and the Omitted tree are built when their tab is first shown:
+        # opening an assembly pays only for what is on screen
+        self._omitted_rows = message.omitted
+        self._built = set()
+        await self._build_tab(self._current_tab())
         first = self._first_record()
         if first is not None and self._selected is None:
             self._select(*first)
@@ -342,6 +364,19 @@ class AssemblyScreen(Screen[None]):
             self._select(*self._selected)
         if self._current_tab() == "context":
             self.query_one("#context-table", DataTable).focus()
+
+    async def _build_tab(self, tab: str) -> None:
+        """Fill the Trace table or the Omitted tree the first time its tab is shown."""
+        if tab in self._built:
+            return
+        if tab == "trace" and self._trace is not None:
+            self._built.add(tab)
+            trace_pane = self.query_one("#tab-trace", TabPane)
+            await trace_pane.remove_children()
+            await trace_pane.mount(arrow_table(self._trace, id="trace-table", max_column_content_width=70))
+        elif tab == "omitted" and self._omitted_rows is not None:
+            self._built.add(tab)
+            self._fill_omitted(self._omitted_rows)
 
     def _first_record(self) -> tuple[str, str] | None:
         if self._included is not None and self._included.num_rows:
@@ -382,7 +417,11 @@ class AssemblyScreen(Screen[None]):
         if first_leaf is not None:
             leaf = first_leaf
 
-            self.call_after_refresh(tree.move_cursor, leaf)
+            # Reading last_line lays the tree's lines out now (it otherwise waits for an
+            # idle moment), so the leaf has its line and the cursor lands on it; the
+            # highlight then selects its record (the tab is built when shown).
+            _ = tree.last_line
+            tree.move_cursor(leaf)
 
     def on_prompt_rendered(self, message: PromptRendered) -> None:
         log = self.query_one("#prompt-log", Log)
@@ -487,8 +526,9 @@ class AssemblyScreen(Screen[None]):
             self._select(*self._walk.pop())
 
     @on(TabbedContent.TabActivated, "#tabs")
-    def tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+    async def tab_activated(self, _event: TabbedContent.TabActivated) -> None:
         tab = self._current_tab()
+        await self._build_tab(tab)
         if tab == "prompt":
             self._request_prompt()
         else:
@@ -532,7 +572,7 @@ class AssemblyScreen(Screen[None]):
     def action_back(self) -> None:
         focused = self.focused
         if isinstance(focused, ProvenanceList):
-            self.tab_activated(None)  # type: ignore[arg-type]
+            self.call_later(self.tab_activated, None)
             return
         self.app.pop_screen()
 
