@@ -271,6 +271,14 @@ def _keyword_rules() -> tuple[_Rule, ...]:
     bare = r"(?=[^\s,;\'\"`)}\]]*(?-i:[0-9A-Z_.+/=-]))\w[^\s,;\'\"`)}\]]{0,%d}" % MAX_KEYWORD_VALUE
     rules.append(_Rule("keyword", re.compile(rf"{assign}({_kw.QUOTE})({quoted})\1", re.I), 2, None))
     rules.append(_Rule("keyword", re.compile(rf"{assign}({bare})", re.I), 1, None))
+    # a command-line flag and its value: ``mysql --password hunter2``, ``--token 'x y'``
+    # (``--password=x`` is an assignment, found above)
+    flag = (
+        r"(?<![\w-])--?(?:password|passwd|pass|pwd|secret|client[-_]?secret|api[-_]?key|"
+        r"(?:access[-_]?|auth[-_]?|api[-_]?)?token)(?![\w-])[ \t]+"
+    )
+    rules.append(_Rule("keyword", re.compile(rf"{flag}([\'\"])([^\n\'\"]{{1,500}})\1", re.I), 2, None))
+    rules.append(_Rule("keyword", re.compile(rf"{flag}(?![-\'\"])([^\s\'\"]{{1,500}})", re.I), 1, None))
     return tuple(rules)
 
 
@@ -513,6 +521,11 @@ def _without_long_runs(text: str) -> tuple[str, list[SecretSpan], _View | None]:
     return scanned, spans, _View(scanned, marks)
 
 
+def _inside(span: SecretSpan, markers: list[tuple[int, int]]) -> bool:
+    i = bisect_right(markers, (span.start, sys.maxsize)) - 1
+    return i >= 0 and markers[i][0] <= span.start and span.end <= markers[i][1]
+
+
 def find_secrets(text: str) -> list[SecretSpan]:
     """The secret values in ``text``, as merged, non-overlapping spans in text order."""
     if not text:
@@ -538,6 +551,13 @@ def find_secrets(text: str) -> list[SecretSpan]:
         )
     if not spans:
         return []
+    if MASK_PREFIX in text:
+        # a marker of an earlier pass is not a value (``--password [masked secret (...)]``):
+        # masking stays idempotent whatever a rule accepts as a value
+        markers = [(m.start(), m.end()) for m in _MARKER_RE.finditer(text)]
+        spans = [s for s in spans if not _inside(s, markers)]
+        if not spans:
+            return []
     # Earlier start first; at the same start the longer span (its kind names the merge).
     spans.sort(key=lambda s: (s.start, -s.end))
     merged: list[SecretSpan] = []

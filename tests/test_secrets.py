@@ -108,6 +108,11 @@ TESTER_CASES = [
         ["abc12345", "tok_1234567890", "s3cr3t"],
         ['"api_key": "', '"token": "', '"secret": "'],
     ),
+    # command lines
+    ("mysql --password hunter2hunter2 -u root", ["hunter2hunter2"], ["mysql --password ", " -u root"]),
+    ("docker login --password 'Sup3r Secret' reg", ["Sup3r", "Secret'"], ["docker login --password '"]),
+    ("curl -H 'X-Api-Key: abc123def456' https://x", ["abc123def456"], ["X-Api-Key: "]),
+    ('{"apiKey": "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW"}', ["AIzaSyA1b2C3"], ['"apiKey": "']),
     (
         "git clone https://deploy:Sup3rS3cret@git.example.com/repo.git",
         ["Sup3rS3cret"],
@@ -156,6 +161,7 @@ def test_every_value_of_a_line_is_masked_not_only_the_first() -> None:
         "params: { _csrf_token: csrfToken }, apiKey: process.env.LETTA_API_KEY",
         'password = os.environ["DB_PASSWORD"]',
         "password: ${DB_PASSWORD}",
+        "cmd --password $PW --token-file ./tok --password-stdin; pytest --token",
         "https://mintcdn.com/claude-code/tpQvD9DKENFo4zX_/images/hooks-lifecycle.svg?w=280",
         "We tested the Basic authentication and Bearer authentication flows.",
     ],
