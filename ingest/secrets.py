@@ -148,24 +148,37 @@ _OWN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("private key", re.compile(r"PuTTY-User-Key-File-\d.*?(?:Private-MAC: *\S+|\Z)", re.DOTALL)),
+    # Each pattern below starts with a literal and checks the word boundary before it with a
+    # lookbehind: Python's re then finds candidates by a fast literal scan, about 30 times
+    # faster than a leading ``\b``.
     # token68 after the scheme word; a word of letters only (``Bearer authentication``) is
     # prose, not a token
-    ("bearer token", re.compile(r"\b[Bb]earer ((?=[^\s]*[A-Z0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,})")),
-    ("basic auth", re.compile(r"\bBasic ((?=[^\s]*[A-Z0-9+/=])[A-Za-z0-9+/]{12,}={0,2})")),
+    (
+        "bearer token",
+        re.compile(
+            r"earer (?<=[Bb]earer )(?<![A-Za-z0-9_][Bb]earer )"
+            r"((?=[^\s]*[A-Z0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,})"
+        ),
+    ),
+    (
+        "basic auth",
+        re.compile(r"Basic (?<![A-Za-z0-9_]Basic )((?=[^\s]*[A-Z0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
+    ),
     # OpenAI (sk-proj-..., sk-svcacct-...), Anthropic (sk-ant-...), Stripe test and
     # restricted keys; detect-secrets knows only legacy OpenAI keys and live Stripe keys.
     (
         "api key",
         re.compile(
-            r"\b(?:sk|rk|pk)[-_](?:live|test|proj|ant|svcacct|admin)?[-_]?[A-Za-z0-9_-]{16,}"
+            r"[srp]k[-_](?<![A-Za-z0-9_][srp]k[-_])"
+            r"(?:live|test|proj|ant|svcacct|admin)?[-_]?[A-Za-z0-9_-]{16,}"
         ),
     ),
-    ("google token", re.compile(r"\bya29\.[A-Za-z0-9._-]{10,}")),
-    ("google key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
-    ("github token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("slack token", re.compile(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}")),
-    ("huggingface token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-)
+    ("google token", re.compile(r"ya29\.(?<![A-Za-z0-9_]ya29\.)[A-Za-z0-9._-]{10,}")),
+    ("google key", re.compile(r"AIza(?<![A-Za-z0-9_]AIza)[0-9A-Za-z_-]{30,}")),
+    ("github token", re.compile(r"gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{20,}")),
+    ("github token", re.compile(r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}")),
+    ("slack token", re.compile(r"xox[abeoprs]-(?<![A-Za-z0-9_]xox[abeoprs]-)[A-Za-z0-9-]{10,}")),
+    ("huggingface token", re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}")))
 
 
 @lru_cache(maxsize=1)
@@ -277,8 +290,10 @@ def _keyword_rules() -> tuple[_Rule, ...]:
         r"(?<![\w-])--?(?:password|passwd|pass|pwd|secret|client[-_]?secret|api[-_]?key|"
         r"(?:access[-_]?|auth[-_]?|api[-_]?)?token)(?![\w-])[ \t]+"
     )
-    rules.append(_Rule("keyword", re.compile(rf"{flag}([\'\"])([^\n\'\"]{{1,500}})\1", re.I), 2, None))
-    rules.append(_Rule("keyword", re.compile(rf"{flag}(?![-\'\"])([^\s\'\"]{{1,500}})", re.I), 1, None))
+    quoted_flag = rf"{flag}([\'\"])([^\n\'\"]{{1,{MAX_KEYWORD_VALUE}}})\1"
+    bare_flag = rf"{flag}(?![-\'\"])([^\s\'\"]{{1,{MAX_KEYWORD_VALUE}}})"
+    rules.append(_Rule("keyword", re.compile(quoted_flag, re.I), 2, None))
+    rules.append(_Rule("keyword", re.compile(bare_flag, re.I), 1, None))
     return tuple(rules)
 
 

@@ -109,8 +109,8 @@ TESTER_CASES = [
         ['"api_key": "', '"token": "', '"secret": "'],
     ),
     # command lines
-    ("mysql --password hunter2hunter2 -u root", ["hunter2hunter2"], ["mysql --password ", " -u root"]),
-    ("docker login --password 'Sup3r Secret' reg", ["Sup3r", "Secret'"], ["docker login --password '"]),
+    ("mysql --password hunter2hunter2 -u root", ["hunter2hunter2"], ["--password ", " -u root"]),
+    ("docker login --password 'Sup3r Secret' reg", ["Sup3r", "Secret'"], ["login --password '"]),
     ("curl -H 'X-Api-Key: abc123def456' https://x", ["abc123def456"], ["X-Api-Key: "]),
     ('{"apiKey": "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW"}', ["AIzaSyA1b2C3"], ['"apiKey": "']),
     (
