@@ -107,9 +107,9 @@ _KIND_BY_PLUGIN = {
     "TwilioKeyDetector": "twilio key",
 }
 
-# A detector's match is widened over these characters, so that the whole token is masked
-# even where detect-secrets' regex captures only its prefix (GitHub: ``ghp``) or stops
-# early (JWT: its regex ends lazily before the signature).
+# A detector's match is widened to the right over these characters, so that the whole
+# token is masked even where detect-secrets' regex captures only its prefix (GitHub:
+# ``ghp``) or stops early (JWT: its regex ends lazily before the signature).
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "+/=_-.~")
 
 # Lines holding one of these words are the only ones the keyword rules (and detect-secrets'
@@ -227,6 +227,28 @@ class _Rule(NamedTuple):
     group: int  # -1: the last group that matched, else 0 (widened over token characters)
     plugin: Any  # a detect-secrets plugin whose analyze_string confirms a match, or None
     anchored: bool = False  # starts with detect-secrets' keyword list: tried at its hits only
+    gate: str | None = None  # a literal every match contains: no match in a text without it
+
+
+def _required_literal(regex: re.Pattern[str]) -> str | None:
+    """The longest run of literal characters at the top level of ``regex`` (so in every
+    match), if it has one of two or more characters. Only a shortcut: None means "always run
+    the regex", which is also the answer if the parser's internals ever change."""
+    if regex.flags & re.IGNORECASE:
+        return None
+    try:
+        from re import _constants, _parser  # type: ignore[attr-defined]
+
+        best = run = ""
+        for op, arg in _parser.parse(regex.pattern, regex.flags):
+            if op is _constants.LITERAL:
+                run += chr(arg)
+                best = max(best, run, key=len)
+            else:
+                run = ""
+    except Exception:  # noqa: BLE001
+        return None
+    return best if len(best) >= 2 else None
 
 
 @lru_cache(maxsize=1)
@@ -245,7 +267,8 @@ def _plugin_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...]]:
         confirms = cls.analyze_string is not lib.RegexBasedDetector.analyze_string
         for regex in plugin.denylist:
             kind = _KIND_BY_PLUGIN.get(name, "token")
-            rule = _Rule(kind, regex, -1, plugin if confirms else None)
+            gate = _required_literal(regex)
+            rule = _Rule(kind, regex, -1, plugin if confirms else None, False, gate)
             if _TRIGGER.search(regex.pattern.replace("PRIVATE KEY", "")):
                 keyed.append(rule)
             else:
@@ -316,9 +339,9 @@ _UNESCAPED = {"n": "\n", "r": "\n", "t": "\t", '"': '"', "\\": "\\", "/": "/"}
 
 
 def _widen(text: str, start: int, end: int) -> tuple[int, int]:
+    # rightwards only: every detector's match starts where its token starts, and a token
+    # is often glued to its key on the left (``_authToken=npm_…``, ``KEY=SG.…``)
     n = len(text)
-    while start > 0 and text[start - 1] in _TOKEN_CHARS and end - start < 4096:
-        start -= 1
     while end < n and text[end] in _TOKEN_CHARS and end - start < 8192:
         end += 1
     while end > start and text[end - 1] == ".":
@@ -364,6 +387,8 @@ def _matches(rule: _Rule, text: str, hits: list[int]) -> Iterable[re.Match[str]]
 def _apply_rules(text: str, rules: Iterable[_Rule], out: list[SecretSpan], keyword: bool) -> None:
     hits = [m.start() for m in _keyword_hit().finditer(text)] if keyword else []
     for rule in rules:
+        if rule.gate is not None and rule.gate not in text:
+            continue
         for m in _matches(rule, text, hits):
             if rule.group >= 0:
                 g = rule.group

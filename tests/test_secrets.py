@@ -108,6 +108,19 @@ TESTER_CASES = [
         ["abc12345", "tok_1234567890", "s3cr3t"],
         ['"api_key": "', '"token": "', '"secret": "'],
     ),
+    # more of detect-secrets' token formats
+    (
+        "SENDGRID=SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG ok",
+        ["SG.abcdefghijklmnopqrstuv", "wxyz0123456789ABCDEFG"],
+        ["SENDGRID=", " ok"],
+    ),
+    ("twilio SK0123456789abcdef0123456789abcdef ok", ["0123456789abcdef0123456789abcdef"], [" ok"]),
+    (
+        "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        ["npm_abcdefghijklmnop"],
+        ["//registry.npmjs.org/:_authToken="],
+    ),
+    ("gitlab glpat-abcdefghij0123456789 ok", ["glpat-abcdefghij0123456789"], [" ok"]),
     # command lines
     ("mysql --password hunter2hunter2 -u root", ["hunter2hunter2"], ["--password ", " -u root"]),
     ("docker login --password 'Sup3r Secret' reg", ["Sup3r", "Secret'"], ["login --password '"]),
