@@ -55,8 +55,8 @@ BASE64_LIMIT = 4.5
 MIN_ENTROPY_RUN = 24
 # A run is measured on its first ENTROPY_SAMPLE characters only (bounded work).
 ENTROPY_SAMPLE = 1024
-# An unbroken run this long is judged by entropy alone and, when masked, taken out of the
-# text before the other detectors run (a 10 MB base64 blob must not cost seconds).
+# An unbroken run this long is judged by entropy alone (masked whole when random) and taken
+# out of the text the other detectors scan (a 10 MB base64 blob must not cost seconds).
 LONG_RUN = 2048
 # A keyword rule sees this many characters before and after each trigger word.
 KEYWORD_BEFORE = 600
@@ -65,10 +65,11 @@ KEYWORD_AFTER = 1200
 # makes a line of repeated ``password:`` quadratic); a longer value is masked to here.
 MAX_KEYWORD_VALUE = 500
 
-# Object ids of model APIs and agent tools: random-looking, not credentials.
+# Object ids of model APIs and agent tools: random-looking, not credentials. (Not ``sess_``:
+# a session id can be a bearer credential.)
 _ID_PREFIXES = re.compile(
     r"(?:toolu|srvtoolu|msg|msgbatch|req|call|fc|rs|resp|run|thread|asst|file|batch|evt|agent|"
-    r"step|ws|ctc|chatcmpl|gen|cmpl|conv|sess|session|trace|span)[-_]"
+    r"step|ws|ctc|chatcmpl|gen|cmpl|conv|trace|span)[-_]"
 )
 
 # detect-secrets plugins not used: a public IP address is not a credential; the keyword and
@@ -471,15 +472,17 @@ def _unescaped(text: str) -> _View | None:
 
 
 def _keyed_spans(text: str) -> list[SecretSpan]:
-    lines = _trigger_windows(text)
-    if lines is None:
+    """Keyword rules and key-named vendor rules, on the windows around trigger words and on
+    those windows with JSON escapes decoded (up to two levels: JSON text inside JSON inside
+    JSON), every span mapped back to ``text``."""
+    windows = _trigger_windows(text)
+    if windows is None:
         return []
     _anywhere, keyed = _plugin_rules()
-    views = [(lines, [lines])]
+    views = [(windows, [windows])]
     found: list[SecretSpan] = []
-    # up to two levels of escaping: JSON text inside JSON inside JSON
-    chain = [lines]
-    view = lines
+    chain = [windows]
+    view = windows
     for _ in range(2):
         nxt = _unescaped(view.text)
         if nxt is None:
