@@ -5,8 +5,8 @@ formatted anywhere:
 
 - a record of a restricted privacy class (``ingest.contract.RESTRICTED_PRIVACY``) shows a
   placeholder instead of its content;
-- any other text has its secret-looking values replaced (the detector of
-  ``replay.render.mask_secrets``).
+- any other text has its secret-looking values replaced (``ingest.secrets``, built on
+  detect-secrets).
 
 ``Masker(reveal=True)`` shows everything; a reveal is a per-call choice and is never stored.
 A ``Masker`` counts what it masked, so a view can say "3 masked".
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.contract import RESTRICTED_PRIVACY
-from replay.render import mask_secrets
+from ingest.secrets import mask_secrets
 
 from .results import ProvenanceLink, frozen_row
 
@@ -76,10 +76,10 @@ class Masker:
         if is_restricted(privacy_class):
             self._count()
             return masked_placeholder(str(privacy_class))
-        shown = mask_secrets(text)
-        if shown != text:
+        result = mask_secrets(text)
+        if result.count:
             self._count()
-        return shown
+        return result.text
 
     def optional(self, value: Any, privacy_class: str | None = None) -> str | None:
         """``text`` that keeps None as None."""

@@ -7,36 +7,12 @@ masked here: the read model (``readmodel.masking``) masks them before anyone see
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import ContextlensError
 from ingest.text import visible_text as _visible_text
 from ingest.timefmt import sentence_time
-
-# Values that look like credentials, whatever their record's privacy class says.
-SECRET_PATTERNS = re.compile(
-    r"(?P<pem>-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))"
-    r"|(?P<bearer>\bBearer\s+[A-Za-z0-9._~+/=-]{8,})"
-    r"|(?P<sk>\b(?:sk|rk|pk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9_-]{12,})"
-    r"|(?P<aws>\bAKIA[0-9A-Z]{16}\b)"
-    r"|(?P<gh>\bgh[pousr]_[A-Za-z0-9]{20,})"
-    r"|(?P<slack>\bxox[abprs]-[A-Za-z0-9-]{10,})"
-    r"|(?P<google>\bya29\.[A-Za-z0-9._-]{10,})"
-    r"|(?P<kv>\b(?:api[_-]?key|secret|password|passwd|token)\b\s*[:=]\s*['\"]?[^\s'\",;]{6,})",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def mask_secrets(text: str) -> str:
-    """Replace values that look like secrets with a visible marker."""
-
-    def _sub(m: re.Match[str]) -> str:
-        kind = m.lastgroup or "secret"
-        return f"[masked {kind} secret]"
-
-    return SECRET_PATTERNS.sub(_sub, text)
 
 
 @dataclass(frozen=True)
