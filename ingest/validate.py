@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pydantic
 
 from .contract import DUCKDB_TYPES, ENUMS, SCHEMA_VERSION, TABLES, Manifest, Table
-from .errors import ContextlensError, ValidationError
+from .errors import ContextlensError, ValidationError, cut
 from .writer import table_sha256
 
 Progress = Callable[[str, int, int], None]
@@ -59,9 +59,7 @@ def _sql_str(value: str) -> str:
 
 
 def _show(value: Any, limit: int = 80) -> str:
-    text = str(value)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = cut(str(value), limit)
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 

@@ -13,6 +13,7 @@ from hashlib import sha256 as _sha256
 from pathlib import Path, PurePosixPath
 
 from ..errors import ContextlensError
+from ..errors import cut as _cut
 from .assembly import AssemblyQueries
 
 __all__ = ["BlobQueries"]
@@ -70,7 +71,3 @@ def read_no_follow(folder: Path, parts: tuple[str, ...]) -> bytes | None:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

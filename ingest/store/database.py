@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ..contract import TABLES
-from ..errors import ContextlensError
+from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
 from ..validate import _one_line, q
 
@@ -47,7 +47,7 @@ def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     version = str(meta.get("version") or "")
     if not version.isdigit():
         raise ContextlensError(
-            f"{path}: contextlens store of unknown version {_cut(version)!r}; {_rebuild(path)}"
+            f"{path}: contextlens store of unknown version {cut(version, 40)!r}; {_rebuild(path)}"
         )
     if int(version) > int(STORE_VERSION):
         raise ContextlensError(
@@ -79,10 +79,6 @@ def _rebuild(path: Path) -> str:
         f"rebuild it: move it aside and run `contextlens ingest EXPORT --db {path}` "
         "for each of its exports"
     )
-
-
-def _cut(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:

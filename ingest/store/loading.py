@@ -173,7 +173,7 @@ def ingest(
             f"cannot write the store {db_path}: {err.strerror or err}"
         ) from None
 
-    with _TermAsError(db_path), StoreLock(db_path) as lock:
+    with _TermAsError(db_path) as term, StoreLock(db_path) as lock:
         if lock.previous_pid is not None:
             # a writer killed mid-ingest left its half-built copy behind
             dead = db_path.with_name(f"{db_path.name}.tmp-{lock.previous_pid}")
@@ -200,6 +200,7 @@ def ingest(
             rows, warnings = _build(tmp, layout, report)
             try:
                 os.replace(tmp, db_path)
+                term.committed = True
             except OSError as err:
                 raise write_error(db_path, err) from None
         except BaseException:
@@ -316,8 +317,13 @@ class _TermAsError:
         self._previous: Any = None
         self._installed = False
         self._fired = False
+        self._late: int | None = None
+        self.committed = False
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        if self.committed:
+            self._late = signum  # the store is already replaced: deliver it once we are done
+            return
         if self._fired:
             return
         self._fired = True
@@ -336,4 +342,6 @@ class _TermAsError:
         if self._installed:
             signal.signal(signal.SIGTERM, self._previous)
             self._installed = False
+        if self._late is not None:
+            os.kill(os.getpid(), self._late)
 
