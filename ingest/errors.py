@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def cut(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters with a trailing …: untrusted ids and values of
+    any size are quoted this way in messages."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class ContextlensError(Exception):
     """A problem the user can act on. ``str(err)`` is the one-line message.
 

@@ -21,8 +21,9 @@ import duckdb
 
 from .contract import TABLES
 from .errors import ContextlensError, NotFoundError
+from .store.blobs import read_no_follow
 from .store.database import open_store
-from .validate import fetch_one, q
+from .validate import _show, fetch_one, q
 from .writer import ExportWriter
 
 BATCH_ROWS = 256_000
@@ -43,13 +44,12 @@ def export_store(
         if export_id is None:
             if len(known) != 1:
                 raise ContextlensError(
-                    f"store {path} holds {len(known)} exports; name one of: "
-                    f"{', '.join(known) or 'none'}"
+                    f"store {path} holds {len(known)} exports; name one of: {_ids(known)}"
                 )
             export_id = known[0]
         elif export_id not in known:
             raise NotFoundError(
-                f"store {path} has no export '{export_id}' (it has: {', '.join(known) or 'none'})"
+                f"store {path} has no export '{_show(export_id)}' (it has: {_ids(known)})"
             )
         source_dir, producer, created_at = fetch_one(con.execute(
             "SELECT source_dir, producer, created_at FROM exports WHERE export_id = ?",
@@ -61,26 +61,42 @@ def export_store(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
         ).fetchall()}
         out = Path(out_dir)
-        with ExportWriter(
-            out, export_id=export_id, producer=producer or "contextlens export_store",
-            created_at=created_at,
-        ) as writer:
-            for name, table in TABLES.items():
-                if name not in have:
-                    continue
-                cols = ", ".join(q(c) for c in table.column_names)
-                order = ", ".join(q(c) for c in table.primary_key)
-                reader = con.sql(
-                    f"SELECT {cols} FROM {q(name)} WHERE export_id = ? ORDER BY {order}",
-                    params=[export_id],
-                ).to_arrow_reader(BATCH_ROWS)
-                for batch in reader:
-                    if batch.num_rows:
-                        writer.write(name, batch)
-            _copy_extras(writer, Path(source_dir) if source_dir else None, con, export_id)
+        try:
+            _write(con, out, export_id, producer, created_at, have, source_dir)
+        except OSError as err:  # ENOSPC, EACCES, ... while writing Parquet or a blob
+            name = err.filename or out
+            raise ContextlensError(f"cannot write {name}: {err.strerror or err}") from None
         return out
     finally:
         con.close()
+
+
+def _ids(ids: list[str]) -> str:
+    return _show(", ".join(ids), 200) if ids else "none"
+
+
+def _write(
+    con: duckdb.DuckDBPyConnection, out: Path, export_id: str, producer: str | None,
+    created_at: dt.datetime, have: set[str], source_dir: str | None,
+) -> None:
+    """Every contract table of ``export_id`` in its contract columns, then the extras."""
+    with ExportWriter(
+        out, export_id=export_id, producer=producer or "contextlens export_store",
+        created_at=created_at,
+    ) as writer:
+        for name, table in TABLES.items():
+            if name not in have:
+                continue
+            cols = ", ".join(q(c) for c in table.column_names)
+            order = ", ".join(q(c) for c in table.primary_key)
+            reader = con.sql(
+                f"SELECT {cols} FROM {q(name)} WHERE export_id = ? ORDER BY {order}",
+                params=[export_id],
+            ).to_arrow_reader(BATCH_ROWS)
+            for batch in reader:
+                if batch.num_rows:
+                    writer.write(name, batch)
+        _copy_extras(writer, Path(source_dir) if source_dir else None, con, export_id)
 
 
 def _copy_extras(
@@ -95,15 +111,12 @@ def _copy_extras(
         "SELECT DISTINCT sha256 FROM tool_artifacts WHERE export_id = ? AND storage_ref IS NOT NULL",
         [export_id],
     ).fetchall()
-    blobs = source / "blobs"
     for (sha,) in refs:
         if not isinstance(sha, str) or not sha.isalnum():
             continue
-        body_path = blobs / sha
-        if body_path.is_file() and not body_path.is_symlink():
-            body = body_path.read_bytes()
-            if sha256(body).hexdigest() == sha.lower():
-                writer.add_blob(body)
+        body = read_no_follow(source, ("blobs", sha))
+        if body is not None and sha256(body).hexdigest() == sha.lower():
+            writer.add_blob(body)
     policies = source / "policies"
     if policies.is_dir():
         for toml in sorted(policies.glob("*.toml")):

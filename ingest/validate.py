@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pydantic
 
 from .contract import DUCKDB_TYPES, ENUMS, SCHEMA_VERSION, TABLES, Manifest, Table
-from .errors import ContextlensError, ValidationError
+from .errors import ContextlensError, ValidationError, cut
 from .writer import table_sha256
 
 Progress = Callable[[str, int, int], None]
@@ -59,9 +59,7 @@ def _sql_str(value: str) -> str:
 
 
 def _show(value: Any, limit: int = 80) -> str:
-    text = str(value)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = cut(str(value), limit)
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 
@@ -107,7 +105,7 @@ class ExportLayout:
 
     @property
     def label(self) -> str:
-        return f"export {self.root.name}"
+        return f"export {_show(self.root.name)}"
 
     def error(self, message: str) -> ValidationError:
         return ValidationError(f"{self.label}: {message}")
@@ -119,7 +117,7 @@ class ExportLayout:
 def read_layout(export_dir: str | os.PathLike[str]) -> ExportLayout:
     """Read manifest.json and every table's Parquet footers (never the rows)."""
     root = Path(export_dir)
-    label = f"export {root.name}"
+    label = f"export {_show(root.name)}"
     if not root.is_dir():
         raise ValidationError(f"{label}: {root} is not a folder")
     manifest_path = root / "manifest.json"
@@ -145,13 +143,36 @@ def read_layout(export_dir: str | os.PathLike[str]) -> ExportLayout:
         ) from None
     if manifest.schema_version != SCHEMA_VERSION:
         raise ValidationError(
-            f"{label}: manifest.json schema_version {manifest.schema_version!r} is not "
+            f"{label}: manifest.json schema_version '{_show(manifest.schema_version)}' is not "
             f"supported (this contextlens reads {SCHEMA_VERSION!r})"
         )
+    _refuse_linked_blobs(root, label)
     tables: dict[str, TableSource] = {}
     for name, table in TABLES.items():
         tables[name] = _table_source(root, label, table)
     return ExportLayout(root, manifest, manifest_json, tables)
+
+
+def _refuse_linked_blobs(root: Path, label: str) -> None:
+    """A symbolic link in blobs/ could point a raw body anywhere on the reader's disk."""
+    blobs = root / "blobs"
+    if blobs.is_symlink():
+        raise ValidationError(f"{label}: blobs/ is a symbolic link; blob bodies must be files in the export")
+    if not blobs.is_dir():
+        return
+    pending = [blobs]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_symlink():
+                    rel = Path(entry.path).relative_to(root).as_posix()
+                    raise ValidationError(
+                        f"{label}: blob {_show(rel)} is a symbolic link; blob bodies must be "
+                        "files in the export"
+                    )
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
 
 
 def _table_source(root: Path, label: str, table: Table) -> TableSource:
@@ -225,10 +246,19 @@ def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
             if found == expected:
                 continue
             target = DUCKDB_TYPES[col.kind]
+            if _nests_deeper(found, target):
+                _refuse_nested(con, layout, src, col.name, target, found)
+            converts = f"TRY_CAST({q(col.name)} AS {target})"
+            bad_when = f"{converts} IS NULL"
+            if target == "BIGINT":
+                # a fraction would be rounded away: only whole numbers convert
+                bad_when += (
+                    f" OR TRY_CAST({q(col.name)} AS DOUBLE) IS DISTINCT FROM {converts}::DOUBLE"
+                )
             sql = (
-                f"SELECT filename, file_row_number, {q(col.name)}::VARCHAR "
+                f"SELECT filename, file_row_number, {q(col.name)}::VARCHAR, {converts} IS NULL "
                 f"FROM {src.scan_sql(', filename=true, file_row_number=true')} "
-                f"WHERE {q(col.name)} IS NOT NULL AND TRY_CAST({q(col.name)} AS {target}) IS NULL "
+                f"WHERE {q(col.name)} IS NOT NULL AND ({bad_when}) "
                 f"ORDER BY filename, file_row_number LIMIT 1"
             )
             try:
@@ -239,11 +269,49 @@ def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
                 ) from None
             if bad is not None:
                 row = src.global_row(bad[0], bad[1])
+                why = "that does not convert" if bad[3] else "that is not a whole number"
                 raise layout.error(
                     f"table {name}, column {col.name}, row {row}: expected {target}, "
-                    f"found {found} value '{_show(bad[2])}' that does not convert"
+                    f"found {found} value '{_show(bad[2])}' {why}"
                 )
             src.casts[col.name] = target
+
+
+def _is_nested(duck_type: str) -> bool:
+    t = duck_type.strip().upper()
+    return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION"))
+
+
+def _nests_deeper(found: str, target: str) -> bool:
+    """True when converting ``found`` to ``target`` would flatten nested values into text
+    (a list, struct or map into a string column, a list of lists into a list of strings)."""
+    if target.endswith("[]"):
+        if not _is_nested(found):
+            return False
+        element = found.strip()[:-2] if found.strip().endswith("[]") else None
+        return element is None or _is_nested(element)
+    return _is_nested(found)
+
+
+def _refuse_nested(
+    con: duckdb.DuckDBPyConnection, layout: ExportLayout, src: TableSource, column: str,
+    target: str, found: str,
+) -> None:
+    where = f"table {src.name}, column {column}"
+    try:
+        first = fetch_one(con.execute(
+            f"SELECT filename, file_row_number, {q(column)}::VARCHAR "
+            f"FROM {src.scan_sql(', filename=true, file_row_number=true')} "
+            f"WHERE {q(column)} IS NOT NULL ORDER BY filename, file_row_number LIMIT 1"
+        ))
+    except duckdb.Error:
+        first = None
+    if first is not None:
+        where += f", row {src.global_row(first[0], first[1])}"
+        found += f" value '{_show(first[2])}'"
+    raise layout.error(
+        f"{where}: expected {target}, found nested {found} (not flattened into text)"
+    )
 
 
 def select_list(src: TableSource) -> str:
@@ -536,7 +604,7 @@ def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
         [export_id],
     ))
     if row:
-        raise layout.error(f"table tool_memories: memory {row[0]} supersedes itself")
+        raise layout.error(f"table tool_memories: memory {_show(row[0])} supersedes itself")
 
     cycle = _find_cycle(
         con,
@@ -546,7 +614,7 @@ def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
     )
     if cycle:
         raise layout.error(
-            f"table branches: parent_branch_id forms a cycle: {' -> '.join(cycle)}"
+            f"table branches: parent_branch_id forms a cycle: {_cycle_text(cycle)}"
         )
     # "a replaces b": from supersedes (m replaces each listed) and superseded_by (r replaces m)
     cycle = _find_cycle(
@@ -558,8 +626,12 @@ def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
     )
     if cycle:
         raise layout.error(
-            f"table tool_memories: supersession forms a cycle: {' -> '.join(cycle)}"
+            f"table tool_memories: supersession forms a cycle: {_cycle_text(cycle)}"
         )
+
+
+def _cycle_text(cycle: list[str]) -> str:
+    return _show(" -> ".join(str(c) for c in cycle), 200)
 
 
 def _find_cycle(con: duckdb.DuckDBPyConnection, edges_sql: str, params: list) -> list[str] | None:

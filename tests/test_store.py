@@ -133,26 +133,45 @@ def test_failed_first_ingest_creates_nothing(tmp_path: Path) -> None:
 
 def test_busy_lock(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    export = make_export(tmp_path / "exp")
+    # another process holding the lock the way an ingest does: flock on <db>.lock, its pid in it
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "os.write(fd, str(os.getpid()).encode())\n"
+         "print('held', flush=True)\n"
+         "time.sleep(30)\n",
+         str(tmp_path / "s.duckdb.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )
     try:
-        (tmp_path / "s.duckdb.lock").write_text(str(holder.pid))
+        assert holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreBusyError) as info:
-            ingest(make_export(tmp_path / "exp"), db)
+            ingest(export, db)
         assert str(info.value) == (
             f"store {db} is busy: another ingest (pid {holder.pid}) is writing it"
         )
         assert not db.exists()
+        assert (tmp_path / "s.duckdb.lock").read_text() == str(holder.pid)  # untouched
     finally:
         holder.kill()
         holder.wait()
+    # the holder is gone (killed, so it could not clean up): the OS released its lock
+    assert ingest(export, db).changed
+    assert no_temp_files(tmp_path)
 
 
 def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (tmp_path / "s.duckdb.lock").write_text(str(dead.pid))
+    half_built = tmp_path / f"s.duckdb.tmp-{dead.pid}"
+    half_built.write_bytes(b"half a store")
     assert ingest(make_export(tmp_path / "exp"), tmp_path / "s.duckdb").changed
     assert not (tmp_path / "s.duckdb.lock").exists()
+    assert not half_built.exists()
 
 
 def test_ingest_into_a_file_that_is_not_a_store(tmp_path: Path) -> None:
@@ -343,24 +362,34 @@ def test_read_blob_refuses_paths_outside_blobs(store: Store, ref: str) -> None:
         store.read_blob("exp-test", ref)
 
 
-def test_read_blob_refuses_symlink_escape(built, store: Store, tmp_path: Path) -> None:
+def test_read_blob_never_follows_a_symlink(built, store: Store, tmp_path: Path) -> None:
+    """A link planted in blobs/ after ingest (to a file outside, or to a real blob inside)
+    is not followed, and reads like a missing blob."""
     export, _ = built
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
-    link = export / "blobs" / "escape"
-    os.symlink(secret, link)
+    outside = export / "blobs" / "escape"
+    inside = export / "blobs" / "alias"
+    os.symlink(secret, outside)
+    os.symlink(export / "blobs" / BLOB_SHA, inside)
     try:
-        with pytest.raises(ContextlensError, match="resolves outside blobs/"):
-            store.read_blob("exp-test", "blobs/escape")
+        for ref in ("blobs/escape", "blobs/alias"):
+            with pytest.raises(ContextlensError) as info:
+                store.read_blob("exp-test", ref)
+            assert str(info.value) == f"blob '{ref}' is missing or is not the recorded body"
     finally:
-        link.unlink()
+        outside.unlink()
+        inside.unlink()
 
 
-def test_read_blob_checks_sha256(store: Store) -> None:
-    with pytest.raises(ContextlensError, match="does not match"):
+def test_read_blob_missing_and_mismatched_read_the_same(store: Store) -> None:
+    """No probing: a reader cannot tell an absent file from one with other content."""
+    with pytest.raises(ContextlensError) as mismatched:
         store.read_blob("exp-test", f"blobs/{BLOB_SHA}", "0" * 64)
-    with pytest.raises(NotFoundError):
-        store.read_blob("exp-test", "blobs/" + "1" * 64)
+    with pytest.raises(ContextlensError) as missing:
+        store.read_blob("exp-test", "blobs/" + "1" * 64, "1" * 64)
+    assert str(mismatched.value) == f"blob 'blobs/{BLOB_SHA}' is missing or is not the recorded body"
+    assert str(missing.value) == f"blob 'blobs/{'1' * 64}' is missing or is not the recorded body"
 
 
 # ---------------------------------------------------------------- conversations

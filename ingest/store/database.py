@@ -7,19 +7,20 @@ are quoted with ``q``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 
 from ..contract import TABLES
-from ..errors import ContextlensError
+from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
-from ..validate import _one_line, fetch_one, q
+from ..validate import _one_line, q
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 
@@ -34,13 +35,50 @@ def connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Raise unless ``con`` holds a contextlens store."""
+    """Raise unless ``con`` holds a complete contextlens store of this ``STORE_VERSION``."""
     try:
-        row = fetch_one(con.execute("SELECT value FROM store_meta WHERE key = 'format'"))
+        meta = dict(con.execute(
+            "SELECT key, value FROM store_meta WHERE key IN ('format', 'version')"
+        ).fetchall())
     except duckdb.Error:
-        row = None
-    if row is None or row[0] != STORE_FORMAT:
+        meta = {}
+    if meta.get("format") != STORE_FORMAT:
         raise ContextlensError(f"{path} is not a contextlens store")
+    version = str(meta.get("version") or "")
+    if not version.isdigit():
+        raise ContextlensError(
+            f"{path}: contextlens store of unknown version {cut(version, 40)!r}; {_rebuild(path)}"
+        )
+    if int(version) > int(STORE_VERSION):
+        raise ContextlensError(
+            f"{path} was made by a newer contextlens (store version {version}, this one "
+            f"reads {STORE_VERSION}); upgrade contextlens"
+        )
+    if int(version) < int(STORE_VERSION):
+        raise ContextlensError(
+            f"{path} is a store of an older contextlens (store version {version}, this one "
+            f"reads {STORE_VERSION}); {_rebuild(path)}"
+        )
+    have = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+    ).fetchall()}
+    missing = [t for t in STORE_TABLES if t not in have]
+    if missing:
+        raise ContextlensError(
+            f"{path} is an incomplete contextlens store (table {missing[0]} is missing); "
+            f"{_rebuild(path)}"
+        )
+
+
+# the tables every ingested store holds
+STORE_TABLES: tuple[str, ...] = ("exports", "assembly_summary", *TABLES)
+
+
+def _rebuild(path: Path) -> str:
+    return (
+        f"rebuild it: move it aside and run `contextlens ingest EXPORT --db {path}` "
+        "for each of its exports"
+    )
 
 
 def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
@@ -105,11 +143,11 @@ class Database:
         self.close()
 
     def _arrow(self, sql: str, params: Iterable[Any] = ()) -> pa.Table:
-        with self._lock:
+        with self._lock, self._one_line_errors():
             return self._con.sql(sql, params=list(params)).to_arrow_table()
 
     def _dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._lock, self._one_line_errors():
             cur = self._con.execute(sql, list(params))
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row)) for row in cur.fetchall()]
@@ -119,8 +157,16 @@ class Database:
         return rows[0] if rows else None
 
     def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._one_line_errors():
             return self._con.execute(sql, list(params)).fetchall()
+
+    @contextlib.contextmanager
+    def _one_line_errors(self) -> Iterator[None]:
+        """A DuckDB error (a damaged store, a bug of ours) reaches the user as one line."""
+        try:
+            yield
+        except duckdb.Error as err:
+            raise ContextlensError(f"store {self.path}: {_one_line(err)}") from None
 
     def exports(self) -> list[dict[str, Any]]:
         rows = self._dicts(

@@ -13,7 +13,8 @@ import errno
 import json
 import os
 import shutil
-import time
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Callable
 import duckdb
 
 from ..contract import TABLES
-from ..errors import ContextlensError, StoreBusyError
+from ..errors import ContextlensError
 from ..validate import (
     CHECK_STEPS,
     ExportLayout,
@@ -36,9 +37,10 @@ from ..validate import (
     resolve_types,
     start_hashing,
 )
-from .database import STORE_FORMAT, STORE_VERSION, check_is_store, connect
+from .database import STORE_FORMAT, STORE_VERSION, connect, open_store
+from .lock import StoreLock, remove_quietly, write_error
 
-__all__ = ["IngestResult", "ingest"]
+__all__ = ["IngestInterrupted", "IngestResult", "ingest"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -135,103 +137,16 @@ def _already_clustered(src: Any, column: str) -> bool:
     return True
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class _StoreLock:
-    """``<db>.lock`` created exclusively and holding the writer's pid."""
-
-    STALE_EMPTY_SECONDS = 30.0
-
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = db_path
-        self.path = db_path.with_name(db_path.name + ".lock")
-        self.held = False
-
-    def __enter__(self) -> "_StoreLock":
-        for _attempt in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pass
-            except OSError as err:
-                raise ContextlensError(
-                    f"cannot write the store {self.db_path}: {err.strerror or err}"
-                ) from None
-            else:
-                with os.fdopen(fd, "w") as f:
-                    f.write(str(os.getpid()))
-                self.held = True
-                return self
-            pid = self._holder()
-            if pid is None or (pid and _pid_alive(pid)):
-                shown = f"pid {pid}" if pid else "pid unknown"
-                raise StoreBusyError(
-                    f"store {self.db_path} is busy: another ingest ({shown}) is writing it"
-                ) from None
-            # the holder died: take the lock over, and drop the half-built copy it left
-            if pid:
-                tmp = self.db_path.with_name(f"{self.db_path.name}.tmp-{pid}")
-                _remove_quietly(tmp, tmp.with_name(tmp.name + ".wal"))
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
-        raise StoreBusyError(f"store {self.db_path} is busy: cannot take its lock {self.path}")
-
-    def _holder(self) -> int | None:
-        """The pid in the lock; 0 for a stale lock without one; None when unknown yet."""
-        try:
-            text = self.path.read_text().strip()
-            age = time.time() - self.path.stat().st_mtime
-        except FileNotFoundError:
-            return 0
-        if text.isdigit():
-            return int(text)
-        # being written this instant, or left empty by a crash long ago
-        return 0 if age > self.STALE_EMPTY_SECONDS else None
-
-    def __exit__(self, *_: Any) -> None:
-        if self.held:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
-            self.held = False
-
-
 def _previous_ingest(db_path: Path, export_id: str) -> tuple[str, str, str] | None:
     """(manifest_json, rows_json, warnings_json) of export_id in the existing store, if any."""
+    con = open_store(db_path, read_only=True)
     try:
-        con = connect(db_path, read_only=True)
-    except duckdb.Error:
-        raise ContextlensError(f"{db_path} is not a contextlens store") from None
-    try:
-        check_is_store(con, db_path)
         return fetch_one(con.execute(
             "SELECT manifest_json, rows_json, warnings_json FROM exports WHERE export_id = ?",
             [export_id],
         ))
     finally:
         con.close()
-
-
-def _remove_quietly(*paths: Path) -> None:
-    for p in paths:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as err:  # pragma: no cover - best effort cleanup
-            if err.errno != errno.ENOENT:
-                pass
 
 
 def ingest(
@@ -258,7 +173,11 @@ def ingest(
             f"cannot write the store {db_path}: {err.strerror or err}"
         ) from None
 
-    with _StoreLock(db_path):
+    with _TermAsError(db_path) as term, StoreLock(db_path) as lock:
+        if lock.previous_pid is not None:
+            # a writer killed mid-ingest left its half-built copy behind
+            dead = db_path.with_name(f"{db_path.name}.tmp-{lock.previous_pid}")
+            remove_quietly(dead, dead.with_name(dead.name + ".wal"))
         if db_path.exists():
             prev = _previous_ingest(db_path, export_id)
             if prev is not None and manifest_digest(prev[0]) == manifest_digest(
@@ -270,18 +189,25 @@ def ingest(
                 )
         tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
         tmp_wal = tmp.with_name(tmp.name + ".wal")
-        _remove_quietly(tmp, tmp_wal)
+        remove_quietly(tmp, tmp_wal)
         try:
             if db_path.exists():
                 report("copying the existing store", 0, 1)
-                shutil.copyfile(db_path, tmp)
+                try:
+                    shutil.copyfile(db_path, tmp)
+                except OSError as err:
+                    raise write_error(tmp, err) from None
             rows, warnings = _build(tmp, layout, report)
-            os.replace(tmp, db_path)
+            try:
+                os.replace(tmp, db_path)
+                term.committed = True
+            except OSError as err:
+                raise write_error(db_path, err) from None
         except BaseException:
-            _remove_quietly(tmp, tmp_wal)
+            remove_quietly(tmp, tmp_wal)
             raise
         finally:
-            _remove_quietly(tmp_wal)
+            remove_quietly(tmp_wal)
     return IngestResult(export_id, db_path, True, rows, warnings)
 
 
@@ -365,7 +291,57 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
         report("done", total, total)
         return rows, warnings
     except duckdb.Error as err:
+        if isinstance(err, duckdb.IOException) or _NO_SPACE in str(err):
+            raise ContextlensError(f"cannot write {tmp}: {_one_line(err)}") from None
         raise ContextlensError(f"{layout.label}: {_one_line(err)}") from None
     finally:
         con.close()
+
+
+_NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+class IngestInterrupted(ContextlensError):
+    """SIGTERM reached an ingest; it stopped and cleaned up like after any other error."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+class _TermAsError:
+    """While an ingest runs in the main thread, SIGTERM raises ``IngestInterrupted`` there,
+    so the temporary copy and the lock are cleaned up as after an exception (SIGINT already
+    raises KeyboardInterrupt). A second signal during that cleanup is ignored."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self._previous: Any = None
+        self._installed = False
+        self._fired = False
+        self._late: int | None = None
+        self.committed = False
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.committed:
+            self._late = signum  # the store is already replaced: deliver it once we are done
+            return
+        if self._fired:
+            return
+        self._fired = True
+        raise IngestInterrupted(
+            f"ingest into {self.db_path} stopped by {signal.Signals(signum).name}; "
+            "the store is unchanged"
+        )
+
+    def __enter__(self) -> "_TermAsError":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+        if self._late is not None:
+            os.kill(os.getpid(), self._late)
 
