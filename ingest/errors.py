@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from .text import clip
+
 
 def cut(text: str, limit: int = 80) -> str:
     """``text`` cut to ``limit`` characters with a trailing …: untrusted ids and values of
     any size are quoted this way in messages."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 class ContextlensError(Exception):

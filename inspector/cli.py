@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ingest.errors import ContextlensError
+from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
 from .console import emit_json, json_default, print_diff, print_table, progress_printer, vis
@@ -164,7 +164,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
         return
     verb = "ingested" if result.changed else "already up to date:"
     total = sum(result.rows.values())
-    click.echo(f"{verb} export {vis(result.export_id)} into {result.db_path} ({total} rows)")
+    click.echo(f"{verb} export {vis(cut(result.export_id))} into {result.db_path} ({total} rows)")
     for w in result.warnings:
         click.echo(f"warning: {vis(w)}", err=True)
 

@@ -1,7 +1,7 @@
 """Lint a store: transcript pitfalls and safety invariants, as a sorted list of findings.
 
 ``lint(store, flt=None) -> list[Finding]``. Headless (no UI library). The SQL lives in
-``ingest/store_lint.py`` (``Store`` inherits ``LintQueries``); this module names the rules,
+``ingest/store/lint.py`` (the store's lint queries); this module names the rules,
 their severities, and words the details. See docs/lint.md for each rule.
 
 Rules:
