@@ -21,11 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.contract import RESTRICTED_PRIVACY
-from ingest.secrets import mask_secrets
+from ingest.text import clip
+from ingest.secrets import mask_secrets, mask_then_cut
 
 from .results import ProvenanceLink, frozen_row
 
 __all__ = [
+    "LABEL_WIDTH",
     "Masker",
     "is_restricted",
     "masked_labels",
@@ -42,6 +44,9 @@ _LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "
               "provider", "policy_version", "assembler_version", "scenario")
 _SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
               "policy_family")
+
+# A record's one-line label, as shown and printed: masked first, then cut to this width.
+LABEL_WIDTH = 100
 
 _RESTRICTED = pa.array(sorted(RESTRICTED_PRIVACY), pa.string())
 
@@ -66,39 +71,43 @@ class Masker:
         with self._lock:
             self.masked += n
 
-    def text(self, value: Any, privacy_class: str | None = None) -> str:
-        """``value`` as text, masked unless revealed (None -> "")."""
+    def text(self, value: Any, privacy_class: str | None = None,
+             limit: int | None = None) -> str:
+        """``value`` as text, masked unless revealed (None -> ""); with ``limit``, cut to
+        that many characters (ending with …) after masking, never before."""
         if value is None:
             return ""
         text = value if isinstance(value, str) else str(value)
         if self.reveal:
-            return text
+            return clip(text, limit)
         if is_restricted(privacy_class):
             self._count()
             return masked_placeholder(str(privacy_class))
-        result = mask_secrets(text)
+        result = mask_secrets(text) if limit is None else mask_then_cut(text, limit)
         if result.count:
             self._count()
         return result.text
 
-    def optional(self, value: Any, privacy_class: str | None = None) -> str | None:
+    def optional(self, value: Any, privacy_class: str | None = None,
+                 limit: int | None = None) -> str | None:
         """``text`` that keeps None as None."""
-        return None if value is None else self.text(value, privacy_class)
+        return None if value is None else self.text(value, privacy_class, limit)
 
     def values(self, values: list[Any] | None) -> list[str]:
         """A list of texts (tags, ids), each masked."""
         return [self.text(v) for v in values or []]
 
     def column(self, values: pa.Array | pa.ChunkedArray,
-               privacy: pa.Array | pa.ChunkedArray | None = None) -> pa.Array:
+               privacy: pa.Array | pa.ChunkedArray | None = None,
+               limit: int | None = None) -> pa.Array:
         """A string column masked: restricted rows get the placeholder (columnar), the rest
         through the secret detector. Nulls stay null."""
         values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        if self.reveal or len(values) == 0:
+        if (self.reveal and limit is None) or len(values) == 0:
             return values
         out = values.to_pylist()  # bounded by the caller: one page or one assembly
         classes = privacy.to_pylist() if privacy is not None else [None] * len(out)
-        shown = [self.optional(v, c) for v, c in zip(out, classes, strict=True)]
+        shown = [self.optional(v, c, limit) for v, c in zip(out, classes, strict=True)]
         return pa.array(shown, pa.string())
 
     def restricted_mask(self, privacy: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -116,8 +125,9 @@ def masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
 
 def masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
     """Labels quote record content: restricted classes get the placeholder, the rest pass
-    the secret detector."""
-    return masker.column(pc.fill_null(labels, ""), privacy)
+    the secret detector; then each is cut to ``LABEL_WIDTH``."""
+    return masker.column(pc.fill_null(labels, ""), privacy, LABEL_WIDTH)
+
 
 def masked_list_page(page: pa.Table, masker: Masker) -> pa.Table:
     if masker.reveal or not page.num_rows:
@@ -147,7 +157,7 @@ def masked_link(link: Mapping[str, Any], masker: Masker) -> ProvenanceLink:
     privacy = link.get("privacy_class")
     label = link.get("label")
     if not link.get("broken"):
-        label = masker.text(label, privacy)
+        label = masker.text(label, privacy, LABEL_WIDTH)
     return ProvenanceLink(
         kind=str(link.get("kind")), id=str(link.get("id")), label=str(label or ""),
         broken=bool(link.get("broken")), depth=int(link.get("depth") or 0),

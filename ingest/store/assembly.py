@@ -18,21 +18,27 @@ from .database import Database, clip, cols_of
 
 __all__ = ["AssemblyQueries"]
 
-# kind -> (table, id column, label expression, created-at expression)
 # kinds whose rows carry a privacy class
 _PRIVATE_KINDS = ("tool_artifact", "tool_memory")
 
+# A label quotes the start of its record's text on one line. It is cut here only to bound
+# what one assembly reads; the read model masks secrets in it first and cuts it for display
+# after, so a secret is never cut in half before it is masked.
+LABEL_SOURCE_CHARS = 1000
+
+# kind -> (table, id column, label expression, created-at expression)
+
 _LABELS: dict[str, tuple[str, str, str, str]] = {
-    "message": ("messages", "message_id", f"role || ': ' || {clip('content', 80)}", "created_at"),
+    "message": ("messages", "message_id", f"role || ': ' || {clip('content', LABEL_SOURCE_CHARS)}", "created_at"),
     "tool_call": (
-        "tool_calls", "tool_call_id", f"tool_name || '(' || {clip('arguments_json', 60)} || ')'",
+        "tool_calls", "tool_call_id", f"tool_name || '(' || {clip('arguments_json', LABEL_SOURCE_CHARS)} || ')'",
         "requested_at",
     ),
     "tool_artifact": (
         "tool_artifacts", "artifact_id",
-        f"tool_name || ' ' || status || ' ' || {clip('result_preview', 60)}", "created_at",
+        f"tool_name || ' ' || status || ' ' || {clip('result_preview', LABEL_SOURCE_CHARS)}", "created_at",
     ),
-    "tool_memory": ("tool_memories", "memory_id", clip("summary", 80), "created_at"),
+    "tool_memory": ("tool_memories", "memory_id", clip("summary", LABEL_SOURCE_CHARS), "created_at"),
     "skill_state": (
         "skill_states", "skill_state_id", "'skills: ' || array_to_string(loaded_skills, ', ')",
         "created_at",
