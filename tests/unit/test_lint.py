@@ -19,8 +19,8 @@ from ingest.store import Store, ingest
 from ingest.writer import ExportWriter
 from replay.lint import SAFETY_RULES, Finding, has_errors, lint, memory_path_problem
 
-FIXTURES = Path(__file__).resolve().parent / "lint_fixtures"
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+FIXTURES = Path(__file__).resolve().parents[1] / "lint_fixtures"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 REAL_SESSION = REALDATA / "claude-code-spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
 

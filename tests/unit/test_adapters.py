@@ -7,15 +7,15 @@ import hashlib
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
+from support.sql import sql
 
 from ingest.adapters import FORMATS, AdaptResult, ByteEstimator, adapt, detect_format
 from ingest.adapters.common import canonical_json
 from ingest.errors import ContextlensError
 from ingest.store import Store, ingest
 
-FIX = Path(__file__).parent / "adapter_fixtures"
+FIX = Path(__file__).parents[1] / "adapter_fixtures"
 
 
 def _load(name: str, tmp_path: Path, **kw) -> tuple[Path, AdaptResult]:
@@ -23,14 +23,6 @@ def _load(name: str, tmp_path: Path, **kw) -> tuple[Path, AdaptResult]:
     db = tmp_path / "store.duckdb"
     ingest(res.export_dir, db)
     return db, res
-
-
-def _sql(db: Path, q: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.sql(q).fetchall()
-    finally:
-        con.close()
 
 
 def test_formats_constant() -> None:
@@ -64,7 +56,7 @@ def test_bad_json_line_is_a_warning_and_the_rest_is_adapted(tmp_path: Path) -> N
     with Store.open(db) as s:
         rows = s.list_assemblies().to_pylist()
     assert [r["assembled_tokens"] for r in rows] == [1005, 1023]
-    assert _sql(db, "select status from tool_calls") == [("succeeded",)]
+    assert sql(db, "select status from tool_calls") == [("succeeded",)]
 
 
 def test_unknown_format_names_the_file_and_every_format(tmp_path: Path) -> None:
@@ -92,46 +84,46 @@ def test_unknown_format_name(tmp_path: Path) -> None:
 
 def test_pending_failed_and_parallel(tmp_path: Path) -> None:
     db, res = _load("pending_and_error.jsonl", tmp_path)
-    got = dict(_sql(db, "select tool_name, status from tool_calls"))
+    got = dict(sql(db, "select tool_name, status from tool_calls"))
     assert got == {"Read": "succeeded", "Bash": "failed", "Grep": "pending"}
-    groups = _sql(db, "select distinct parallel_group from tool_calls")
+    groups = sql(db, "select distinct parallel_group from tool_calls")
     assert len(groups) == 1 and groups[0][0]
-    art = _sql(db, "select tool_name, status, error, result_preview from tool_artifacts order by tool_name")
+    art = sql(db, "select tool_name, status, error, result_preview from tool_artifacts order by tool_name")
     assert art == [("Bash", "failed", "Exit code 1", "Exit code 1"), ("Read", "succeeded", None, "hello")]
-    mem = _sql(db, "select summary, source_artifact_ids, freshness_class, confidence, promoted from tool_memories order by summary")
+    mem = sql(db, "select summary, source_artifact_ids, freshness_class, confidence, promoted from tool_memories order by summary")
     assert mem[0][0] == "Bash failed, 11 B, first lines: Exit code 1"
     assert all(m[2] == "session" and m[3] == 1.0 and m[4] for m in mem)
     # sha256 and size of the body; the blob is stored and checks out
-    sha, size, ref = _sql(db, "select sha256, byte_size, storage_ref from tool_artifacts where tool_name='Read'")[0]
+    sha, size, ref = sql(db, "select sha256, byte_size, storage_ref from tool_artifacts where tool_name='Read'")[0]
     assert sha == hashlib.sha256(b"hello").hexdigest() and size == 5
     assert (res.export_dir / ref).read_bytes() == b"hello"
 
 
 def test_compaction(tmp_path: Path) -> None:
     db, res = _load("compaction.jsonl", tmp_path)
-    asm = [a for (a,) in _sql(db, "select assembly_id from context_assemblies order by assembled_at")]
+    asm = [a for (a,) in sql(db, "select assembly_id from context_assemblies order by assembled_at")]
     assert len(asm) == 2
-    recs = _sql(
+    recs = sql(
         db,
         f"select decision, reason_code, policy_family, detail from assembly_records where assembly_id='{asm[1]}' order by decision, position",
     )
     omitted = [r for r in recs if r[0] == "omitted"]
     assert len(omitted) == 3  # the first user message, the reply, the boundary marker
     assert all(r[1] == "compacted" and r[2] == "window" and "preTokens 5000" in r[3] for r in omitted)
-    included = _sql(
+    included = sql(
         db,
         f"select m.speaker_label from assembly_records r join messages m on m.message_id = r.record_id where r.assembly_id='{asm[1]}' and r.decision='included'",
     )
     assert included == [("compact summary",)]
-    tokens = _sql(db, f"select assembled_tokens, baseline_tokens from context_assemblies where assembly_id='{asm[1]}'")[0]
+    tokens = sql(db, f"select assembled_tokens, baseline_tokens from context_assemblies where assembly_id='{asm[1]}'")[0]
     assert tokens[0] == 24
     assert tokens[1] > tokens[0] - res.unattributed_tokens[asm[1]]
 
 
 def test_selection_hash_is_the_documented_rule(tmp_path: Path) -> None:
     db, _ = _load("anthropic_log.jsonl", tmp_path)
-    for (aid, h) in _sql(db, "select assembly_id, selection_hash from context_assemblies"):
-        rows = _sql(
+    for (aid, h) in sql(db, "select assembly_id, selection_hash from context_assemblies"):
+        rows = sql(
             db,
             f"select record_kind, record_id, decision, rendering, position from assembly_records where assembly_id='{aid}' order by record_kind, record_id",
         )
@@ -140,7 +132,7 @@ def test_selection_hash_is_the_documented_rule(tmp_path: Path) -> None:
 
 def test_openai_pending_and_recorded_usage(tmp_path: Path) -> None:
     db, res = _load("openai_pending.json", tmp_path)
-    assert dict(_sql(db, "select json_extract_string(arguments_json, '$.city'), status from tool_calls")) == {
+    assert dict(sql(db, "select json_extract_string(arguments_json, '$.city'), status from tool_calls")) == {
         "Paris": "succeeded",
         "Rome": "pending",
     }
@@ -155,7 +147,7 @@ def test_openai_pending_and_recorded_usage(tmp_path: Path) -> None:
 def test_anthropic_request_log(tmp_path: Path) -> None:
     db, res = _load("anthropic_log.jsonl", tmp_path)
     assert res.warnings == []
-    assert _sql(db, "select count(*) from conversations")[0][0] == 2
+    assert sql(db, "select count(*) from conversations")[0][0] == 2
     with Store.open(db) as s:
         rows = s.list_assemblies(sort="assembled_at").to_pylist()
     assert [r["assembled_tokens"] for r in rows[:2]] == [420, 480]
@@ -165,12 +157,12 @@ def test_anthropic_request_log(tmp_path: Path) -> None:
     assert rows[0]["conversation_id"] == rows[1]["conversation_id"] != rows[2]["conversation_id"]
     # the third request has no response: estimated tokens, including the system-less body
     assert "tokens:estimated" in rows[2]["tags"]
-    got = {k: v for k, v in _sql(db, "select tool_name || coalesce(json_extract_string(arguments_json, '$.path'), ''), status from tool_calls")}
+    got = {k: v for k, v in sql(db, "select tool_name || coalesce(json_extract_string(arguments_json, '$.path'), ''), status from tool_calls")}
     assert got == {"read_fileMakefile": "succeeded", "grep": "failed", "read_filemain.c": "pending"}
-    par = _sql(db, "select count(*) from tool_calls where parallel_group is not null")[0][0]
+    par = sql(db, "select count(*) from tool_calls where parallel_group is not null")[0][0]
     assert par == 2
     # the system prompt is not a record: it is part of the unattributed tokens
-    assert _sql(db, "select count(*) from messages where role='system'")[0][0] == 0
+    assert sql(db, "select count(*) from messages where role='system'")[0][0] == 0
     assert all(v > 0 for v in res.unattributed_tokens.values())
 
 
@@ -200,7 +192,7 @@ def test_pluggable_estimator(tmp_path: Path) -> None:
             return len(text)
 
     db, _ = _load("compaction.jsonl", tmp_path, estimator=Chars())
-    assert _sql(db, "select content_tokens from messages where content='start'") == [(5,)]
+    assert sql(db, "select content_tokens from messages where content='start'") == [(5,)]
     assert ByteEstimator().count("abcde") == 2
     assert ByteEstimator().count("") == 0
 
@@ -272,7 +264,7 @@ def test_claude_code_session_with_a_first_line_over_8mb(tmp_path: Path) -> None:
     assert detect_format(path) == "claude-code"
     db = tmp_path / "s.duckdb"
     ingest(adapt(path, tmp_path / "exp").export_dir, db)
-    assert _sql(db, "select max(length(content)) from messages")[0][0] > 9 << 20
+    assert sql(db, "select max(length(content)) from messages")[0][0] > 9 << 20
 
 
 def test_a_folder_is_refused_by_type_for_a_transcript_format(tmp_path: Path) -> None:

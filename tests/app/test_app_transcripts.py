@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_fixtures import make_export
-from test_app import run_async, screen_text, settle
+from support.pilot import run_async, screen_text, settle
+from support.stores import make_export
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen, recorded_tokens_line
@@ -25,7 +25,7 @@ from inspector.screens.conversation import ConversationScreen
 from inspector.screens.requests import RequestsScreen
 
 SESSION = "258c7280-ae70-4798-800f-63464d01a85d"
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "claude-code-spotter"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "claude-code-spotter"
 TRANSCRIPT = REALDATA / f"{SESSION}.jsonl"
 
 

@@ -6,7 +6,7 @@ import copy
 import random
 
 import pytest
-from engine_fixtures import Mini, decision, policy
+from support.engine import Mini, decision, policy
 
 from ingest.contract import INCLUDED_REASONS, OMITTED_REASONS
 from ingest.errors import ContextlensError

@@ -14,7 +14,7 @@ from ingest.contract import ENUMS, ROW_MODELS, TABLES
 from ingest.errors import ContextlensError
 from ingest.writer import ExportWriter
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "export-format.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "export-format.md"
 
 EXAMPLE = {
     "str": "x",

@@ -1,4 +1,5 @@
-"""Every case of the bad-input corpus (tests/bad_inputs.py) through the real command line.
+"""Every case of the bad-input corpus (tests/support/bad_inputs.py) through the real command
+line.
 
 For each case: the exact exit code, ONE line on stderr naming the file, table, column, row
 or key, no traceback, and a store that already held a valid export byte-identical
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from bad_inputs import CASES, CASES_BY_NAME, EXPORT_ID, Case
-from cli_helpers import run
-from store_fixtures import make_export
+from support.bad_inputs import CASES, CASES_BY_NAME, EXPORT_ID, Case
+from support.cli import run
+from support.stores import make_export
 
 
 def _sha(path: Path) -> str:
@@ -139,7 +140,7 @@ def test_invalid_utf8_is_refused_before_it_reaches_the_store(tmp_path: Path) -> 
 def test_50mb_content_is_stored_whole_and_shown_short(capsys, tmp_path: Path) -> None:
     """Accepted: the content is kept byte for byte, but a listing shows a one-line label and
     returns quickly; nothing prints 50 MB."""
-    from bad_inputs import BIG_CONTENT_BYTES
+    from support.bad_inputs import BIG_CONTENT_BYTES
     from ingest.store import Store
 
     target = CASES_BY_NAME["content_50mb"].build(tmp_path / "case")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run, run_json
+from support.cli import run, run_json
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,9 @@
-"""SVG snapshots of the inspector on the hostile store of ``test_app_hostile``: Rich and
+"""SVG snapshots of the inspector on the hostile store of ``support.hostile``: Rich and
 Textual markup, ANSI and OSC 8 sequences, C0/C1 controls, bidi overrides and 100,000-character
 lines in every text field, all shown literally or as visible escapes (``\\x1b``, ``\\u202e``).
 
-Regenerate with ``pytest tests/test_snapshots_hostile.py --snapshot-update`` and look at them.
+Regenerate with ``pytest tests/snapshots/test_snapshots_hostile.py --snapshot-update`` and look
+at them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_app_hostile import AS1, build_hostile_db
-from test_snapshots import keys_then_settle
+from support.hostile import AS1, build_hostile_db
+from support.pilot import keys_then_settle
 
 from inspector.app import ContextLensApp
 

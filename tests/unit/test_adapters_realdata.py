@@ -14,12 +14,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from test_adapters import _sql
+from support.sql import sql
 
 from ingest.adapters import adapt, detect_format
 from ingest.store import Store, ingest
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 pytestmark = pytest.mark.skipif(
     not REALDATA.is_dir(), reason=f"real transcripts not present ({REALDATA} is absent)"
 )
@@ -120,32 +120,32 @@ def test_claude_code_real(path: Path, tmp_path: Path) -> None:
     assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
     assert all("source:claude-code" in r["tags"] and f"transcript:{path.name}" in r["tags"] for r in rows)
     assert all(r["policy_version"] == "observed" for r in rows)
-    assert _sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
-    status = dict(_sql(db, "select status, count(*) from tool_calls group by all"))
+    assert sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
+    status = dict(sql(db, "select status, count(*) from tool_calls group by all"))
     assert status.get("failed", 0) == exp["failed"]
     assert status.get("pending", 0) == exp["pending"]
-    assert _sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel_groups"]
+    assert sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel_groups"]
     # one artifact and one mechanical memory per answered call
     answered = exp["tool_calls"] - exp["pending"]
-    assert _sql(db, "select count(*) from tool_artifacts")[0][0] == answered
-    assert _sql(db, "select count(*) from tool_memories where trust_source = 'mechanical'")[0][0] == answered
+    assert sql(db, "select count(*) from tool_artifacts")[0][0] == answered
+    assert sql(db, "select count(*) from tool_memories where trust_source = 'mechanical'")[0][0] == answered
     # subagents: child runs linked to a parent run, owned by subagent participants
-    kinds = dict(_sql(db, "select runtime_kind, count(*) from model_runs group by all"))
+    kinds = dict(sql(db, "select runtime_kind, count(*) from model_runs group by all"))
     assert kinds.get("subagent_child", 0) == exp["child_requests"]
-    assert _sql(
+    assert sql(
         db, "select count(*) from model_runs where runtime_kind='subagent_child' and parent_model_run_id is null"
     )[0][0] == 0
-    assert _sql(db, "select count(*) from participants where kind='subagent'")[0][0] == exp["subagent_files"]
+    assert sql(db, "select count(*) from participants where kind='subagent'")[0][0] == exp["subagent_files"]
     # compaction: each request after a boundary omits earlier records as compacted
-    compacted = _sql(
+    compacted = sql(
         db, "select count(distinct assembly_id) from assembly_records where reason_code='compacted'"
     )[0][0]
     assert compacted == exp["after_compaction"]
     assert res.stats.get("compactions", 0) == exp["compactions"]
     if exp["compactions"]:
-        detail = _sql(db, "select any_value(detail) from assembly_records where reason_code='compacted'")[0][0]
+        detail = sql(db, "select any_value(detail) from assembly_records where reason_code='compacted'")[0][0]
         assert "preTokens" in detail
-        summary = _sql(
+        summary = sql(
             db,
             "select count(*) from assembly_records r join messages m on r.record_id = m.message_id "
             "where m.speaker_label = 'compact summary' and r.decision = 'included'",
@@ -210,11 +210,11 @@ def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
     assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
     assert all("tokens:estimated" in r["tags"] for r in rows)
     assert all(r["omitted_count"] == 0 for r in rows)
-    assert _sql(db, "select count(*) from tool_calls")[0][0] == exp["calls"]
-    status = dict(_sql(db, "select status, count(*) from tool_calls group by all"))
+    assert sql(db, "select count(*) from tool_calls")[0][0] == exp["calls"]
+    status = dict(sql(db, "select status, count(*) from tool_calls group by all"))
     assert status.get("failed", 0) == exp["failed"]
     assert status.get("pending", 0) == exp["pending"]
-    assert _sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel"]
+    assert sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel"]
 
 
 def test_other_real_formats_are_refused_clearly() -> None:

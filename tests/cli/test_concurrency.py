@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run
+from support.cli import run
 from ingest.store import Store, ingest
-from store_fixtures import make_export
+from support.stores import make_export
 
 SMALL_ASSEMBLIES = 2
 BIG_SCALE = 20000

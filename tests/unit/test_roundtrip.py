@@ -27,7 +27,7 @@ from ingest.errors import ContextlensError, ValidationError
 from ingest.reexport import export_store
 from ingest.store import Store, ingest
 from ingest.writer import ExportWriter, table_sha256
-from store_fixtures import make_export, read_table, rewrite_table, set_value
+from support.stores import make_export, read_table, rewrite_table, set_value
 
 T0 = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
 CREATED = T0 + dt.timedelta(days=3)

@@ -8,7 +8,7 @@ import json
 import random
 from typing import Any
 
-from engine_fixtures import policy
+from support.engine import policy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

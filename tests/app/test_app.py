@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import html
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.worker import WorkerCancelled, WorkerError, WorkerState
-from store_fixtures import T0, make_export, ts
+from support.pilot import open_as1, run_async, screen_text, settle, status
+from support.stores import T0, make_export, ts
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -57,16 +53,6 @@ def _edit(rows: dict[str, list[dict[str, Any]]]) -> None:
     )
 
 
-def run_async(test: Any) -> Any:
-    """Run an async test on a fresh event loop (no async pytest plugin is a dependency)."""
-
-    @functools.wraps(test)
-    def runner(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return runner
-
-
 @pytest.fixture(scope="module")
 def app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ingest.store import ingest
@@ -100,46 +86,6 @@ def bulk_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "bulk.duckdb"
     ingest(make_export(root / "export", edit=edit), db)
     return db
-
-
-async def settle(pilot: Any) -> None:
-    """Wait until no worker runs and every message they posted has been handled.
-
-    A worker replaced by a newer one of its exclusive group ends cancelled, and one created
-    but not yet started cannot be awaited: both are fine here, the loop looks again."""
-    app = pilot.app
-    for _ in range(50):
-        if getattr(app.screen, "filter_pending", False):
-            await pilot.pause(0.1)  # typed filter text waits for its pause
-            continue
-        try:
-            await app.workers.wait_for_complete()
-        except (WorkerCancelled, WorkerError):
-            pass
-        await pilot.pause()
-        if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
-            await pilot.pause()
-            if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
-                return
-    raise AssertionError("the app's workers never settled")
-
-
-def screen_text(app: ContextLensApp) -> str:
-    """What the terminal shows, as plain text (from the SVG screenshot)."""
-    svg = app.export_screenshot()
-    texts = re.findall(r"<text[^>]*>(.*?)</text>", svg, flags=re.S)
-    return html.unescape("".join(texts)).replace("\xa0", " ")
-
-
-def status(app: ContextLensApp) -> str:
-    return str(app.screen.query_one("#status").render())
-
-
-async def open_as1(pilot: Any) -> AssemblyScreen:
-    pilot.app.open_assembly("as1")
-    await settle(pilot)
-    assert isinstance(pilot.app.screen, AssemblyScreen)
-    return pilot.app.screen
 
 
 # ---------------------------------------------------------------------- request list

@@ -2,7 +2,7 @@
 
 The app is built as the command line builds it; every snapshot waits for the workers, so
 the settled screen is captured. Regenerate with
-``pytest tests/test_snapshots_replay.py --snapshot-update`` and look at the SVGs.
+``pytest tests/snapshots/test_snapshots_replay.py --snapshot-update`` and look at the SVGs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_app_replay import first_assembly, keys_then_settle
+from support.pilot import first_assembly, keys_then_settle
+from support.policies import PERMISSIVE
 
 from inspector.app import ContextLensApp
 
@@ -48,8 +49,6 @@ def test_diff_safety_first(snap_compare: Any, sample_db: Path, tmp_path: Path) -
     """The participant-visibility story under a test policy without isolation: the safety
     block leads, and the safety rows lead the table."""
     import shutil
-
-    from test_app_replay import PERMISSIVE
 
     from replay.policy import bundled_policies_dir
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run
+from support.cli import run
 from ingest.adapters import (
     ENTRY_POINT_GROUP,
     FORMATS,
@@ -30,9 +30,9 @@ from ingest.adapters.registry import BUILTIN
 from ingest.errors import ContextlensError
 from ingest.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = Path(__file__).parent / "adapter_plugin_example"
-FIX = Path(__file__).parent / "adapter_fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = Path(__file__).parents[1] / "adapter_plugin_example"
+FIX = Path(__file__).parents[1] / "adapter_fixtures"
 MINI = {"mini_chat": [
     {"role": "user", "content": "What is 2+2?"},
     {"role": "assistant", "content": "4"},

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run, run_json
+from support.cli import run, run_json
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 CLAUDE = REALDATA / "claude-code-spotter" / "tool_heavy.jsonl"
 
 pytestmark = pytest.mark.skipif(not CLAUDE.exists(), reason="shared/realdata is not beside this checkout")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_app import run_async, screen_text, settle
+from support.pilot import diff_rows, first_assembly, replay_under, run_async, screen_text, settle
+from support.policies import PERMISSIVE
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -22,69 +22,6 @@ from inspector.screens.verify import VerifyScreen
 
 INCIDENT_MEMORY = "mem-020"
 DRIFTED = ["asm-013", "asm-014", "asm-015"]
-
-PERMISSIVE = '''version = "v7"
-extends = "v6"
-description = """Test only: sends everything raw, to anyone."""
-
-[branch]
-lineage_only = false
-
-[ownership]
-participant_isolation = false
-
-[visibility]
-audit_only_excluded = false
-
-[privacy]
-raw_blocked_classes = []
-'''
-
-
-def keys_then_settle(*keys: str) -> Any:
-    """A snap_compare run_before: settle, then each key followed by a settle."""
-
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
-
-    return run_before
-
-
-def first_assembly(db: Path, expr: str) -> str:
-    from ingest.filters import parse_filter
-    from ingest.store import Store
-
-    with Store.open(db) as store:
-        page = store.list_assemblies(parse_filter(expr), limit=1)
-    assert page.num_rows, f"the sample has no assembly matching {expr!r}"
-    return page["assembly_id"][0].as_py()
-
-
-def diff_rows(screen: DiffScreen) -> list[tuple[str, str, str]]:
-    """(change, kind, record) of each row the diff table shows."""
-    table = screen.query_one("#diff-table")
-    return [tuple(table.get_row_at(i)[:3]) for i in range(table.row_count)]  # type: ignore[misc]
-
-
-async def replay_under(pilot: Any, version: str) -> DiffScreen:
-    """From the assembly screen: r, move to ``version``, enter."""
-    app = pilot.app
-    await pilot.press("r")
-    await settle(pilot)
-    picker = app.screen
-    assert isinstance(picker, PolicyPicker)
-    names = [p.version for p in picker.policies]
-    steps = names.index(version) - names.index(picker.highlighted_version())
-    await pilot.press(*(["down"] * steps if steps > 0 else ["up"] * -steps))
-    assert picker.highlighted_version() == version
-    await pilot.press("enter")
-    await settle(pilot)
-    assert isinstance(app.screen, DiffScreen)
-    return app.screen
-
 
 # ---------------------------------------------------------------------- the picker
 

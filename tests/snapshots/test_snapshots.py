@@ -2,7 +2,8 @@
 
 The app is built exactly as the command line builds it (``ContextLensApp(db_path=...)``);
 every snapshot waits for the workers to finish, so what is captured is the settled screen.
-Regenerate with ``pytest tests/test_snapshots.py --snapshot-update`` and look at the SVGs.
+Regenerate with ``pytest tests/snapshots/test_snapshots.py --snapshot-update`` and look at the
+SVGs.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_app_replay import first_assembly, keys_then_settle
+from support.pilot import first_assembly, keys_then_settle
 
 from inspector.app import ContextLensApp
 

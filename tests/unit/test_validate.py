@@ -12,7 +12,7 @@ import pytest
 from ingest.errors import ValidationError
 from ingest.store import ingest
 from ingest.validate import validate_export
-from store_fixtures import make_export, read_table, rewrite_table, set_value
+from support.stores import make_export, read_table, rewrite_table, set_value
 
 
 def fails(export: Path, tmp_path: Path) -> str:

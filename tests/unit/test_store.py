@@ -14,7 +14,7 @@ import pytest
 
 from ingest.errors import ContextlensError, NotFoundError, StoreBusyError, ValidationError
 from ingest.store import LIST_COLUMNS, IngestResult, Store, ingest
-from store_fixtures import BLOB, make_export, set_value
+from support.stores import BLOB, make_export, set_value
 
 BLOB_SHA = hashlib.sha256(BLOB).hexdigest()
 
@@ -429,7 +429,7 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
     from ingest.store.loading import _already_clustered
     from ingest.validate import read_layout
     from ingest.writer import table_sha256
-    from store_fixtures import read_table
+    from support.stores import read_table
 
     export = make_export(tmp_path / "exp")
     data = read_table(export, "assembly_records")

@@ -9,7 +9,7 @@ import pytest
 from ingest.errors import ContextlensError
 from ingest.filters import KNOWN_KEYS, Term, filter_sql, parse_filter
 from ingest.store import Store, ingest
-from store_fixtures import make_export
+from support.stores import make_export
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,1 @@
+"""Helpers shared by every test tier (tests/ is on sys.path through tests/conftest.py)."""
