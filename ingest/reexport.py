@@ -8,7 +8,7 @@ column and any extra columns a producer added are left out: ExportWriter writes 
 contract), rows ordered by primary key, streamed in Arrow batches. The manifest keeps the
 original export id, producer and created_at. Blobs and policy files are copied from the
 folder the export was ingested from when it is still there. Export -> store -> export is
-lossless for the contract's tables (``tests/test_roundtrip.py``).
+lossless for the contract's tables (``tests/unit/test_roundtrip.py``).
 """
 
 from __future__ import annotations

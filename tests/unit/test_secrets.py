@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ingest.secrets import MaskResult, find_secrets, mask_secrets, mask_text, mask_then_cut
 from readmodel import Masker
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
 # A JWT whose header and payload decode (detect-secrets checks that), with its signature.
 JWT = (

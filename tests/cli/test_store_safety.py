@@ -17,12 +17,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from cli_helpers import run
+from support.cli import run
 from ingest.errors import ContextlensError, ValidationError
 from ingest.store import STORE_VERSION, Store, ingest
-from store_fixtures import make_export, read_table, rewrite_table, set_value
+from support.stores import make_export, read_table, rewrite_table, set_value
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 
 
