@@ -120,6 +120,22 @@ async def test_filter_narrows_rows(app_db: Path) -> None:
 
 
 @run_async
+async def test_typing_a_filter_runs_one_query_when_typing_pauses(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        before = screen.queries_run
+        await pilot.press("slash")
+        await pilot.press(*"participant:p-model policy:v4")  # 30 keys, no pause between them
+        assert screen.filter_pending and screen.queries_run == before
+        await settle(pilot)  # the pause passes: the filter runs once
+        assert screen.queries_run == before + 1
+        assert "1 of 3 requests" in status(app)
+        assert "filter: participant:p-model policy:v4" in status(app)
+
+
+@run_async
 async def test_bad_filter_shows_error_inline(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
