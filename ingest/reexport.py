@@ -23,7 +23,7 @@ from .contract import TABLES
 from .errors import ContextlensError, NotFoundError
 from .store.blobs import read_no_follow
 from .store.database import open_store
-from .validate import _show, fetch_one, q
+from .sql import fetch_one, q, show_value as _show
 from .writer import ExportWriter
 
 BATCH_ROWS = 256_000

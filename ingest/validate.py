@@ -18,374 +18,25 @@ Dangling soft references are warnings, e.g. a memory whose source artifact is mi
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
-import pydantic
 
-from .contract import DUCKDB_TYPES, ENUMS, SCHEMA_VERSION, TABLES, Manifest, Table
-from .errors import ContextlensError, ValidationError, cut
-from .writer import table_sha256
+from .contract import ENUMS, TABLES, Table
+from .errors import ContextlensError
+from .exportdir import ExportLayout, check_manifest, read_layout, start_hashing
+from .loadtables import create_or_insert, resolve_types, select_list
+from .sql import fetch_one, one_line_error, q, show_value, sql_str
 
 Progress = Callable[[str, int, int], None]
 
 MAX_WARNINGS_PER_CHECK = 50
 
-# DuckDB spells some types differently in DESCRIBE than in DDL.
-_TYPE_ALIASES = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}
-
-
-def fetch_one(cursor: duckdb.DuckDBPyConnection) -> tuple | None:
-    """The first row of a result, reading it to the end (DuckDB requires a finished result
-    before the connection runs anything else)."""
-    rows = cursor.fetchall()
-    return rows[0] if rows else None
-
-
-def q(name: str) -> str:
-    """Quote an identifier (table or column names come from the contract or a file's schema)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _show(value: Any, limit: int = 80) -> str:
-    text = cut(str(value), limit)
-    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-
-
-@dataclass
-class TableSource:
-    name: str
-    files: list[Path]  # absolute, sorted by relative path
-    rel_files: list[str]
-    hive: bool
-    file_rows: list[int]
-    columns: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type as found
-    casts: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type to cast to
-    label: str = ""  # "export <folder>", the prefix of its errors
-
-    @property
-    def display(self) -> str:
-        return self.rel_files[0] if len(self.rel_files) == 1 else f"{self.name}/"
-
-    def scan_sql(self, extra: str = "") -> str:
-        """A read_parquet over the files; the file list is inlined as literals of paths we
-        found on disk (a table function's arguments are constants)."""
-        files = "[" + ", ".join(_sql_str(str(p)) for p in self.files) + "]"
-        opts = ", union_by_name=true"
-        if self.hive:
-            opts += ", hive_partitioning=true"
-        return f"read_parquet({files}{opts}{extra})"
-
-    def global_row(self, filename: str, file_row: int) -> int:
-        offset = 0
-        for path, rows in zip(self.files, self.file_rows):
-            if str(path) == filename:
-                return offset + int(file_row)
-            offset += rows
-        return int(file_row)
-
-
-@dataclass
-class ExportLayout:
-    root: Path
-    manifest: Manifest
-    manifest_json: str
-    tables: dict[str, TableSource]
-
-    @property
-    def label(self) -> str:
-        return f"export {_show(self.root.name)}"
-
-    def error(self, message: str) -> ValidationError:
-        return ValidationError(f"{self.label}: {message}")
-
-
-# --------------------------------------------------------------------------- files
-
-
-def read_layout(export_dir: str | os.PathLike[str]) -> ExportLayout:
-    """Read manifest.json and every table's Parquet footers (never the rows)."""
-    root = Path(export_dir)
-    label = f"export {_show(root.name)}"
-    if not root.is_dir():
-        raise ValidationError(f"{label}: {root} is not a folder")
-    manifest_path = root / "manifest.json"
-    found_any_table = any(
-        (root / f"{t}.parquet").exists() or (root / t).is_dir() for t in TABLES
-    )
-    if not manifest_path.exists():
-        if not found_any_table:
-            raise ValidationError(
-                f"{label}: empty export: no manifest.json and no table files in {root}"
-            )
-        raise ValidationError(f"{label}: manifest.json is missing")
-    try:
-        manifest_json = manifest_path.read_text(encoding="utf-8")
-        manifest = Manifest.model_validate_json(manifest_json)
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValidationError(f"{label}: manifest.json cannot be read: {err}") from None
-    except pydantic.ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"
-        raise ValidationError(
-            f"{label}: manifest.json is invalid at {where}: {first.get('msg')}"
-        ) from None
-    if manifest.schema_version != SCHEMA_VERSION:
-        raise ValidationError(
-            f"{label}: manifest.json schema_version '{_show(manifest.schema_version)}' is not "
-            f"supported (this contextlens reads {SCHEMA_VERSION!r})"
-        )
-    _refuse_linked_blobs(root, label)
-    tables: dict[str, TableSource] = {}
-    for name, table in TABLES.items():
-        tables[name] = _table_source(root, label, table)
-    return ExportLayout(root, manifest, manifest_json, tables)
-
-
-def _refuse_linked_blobs(root: Path, label: str) -> None:
-    """A symbolic link in blobs/ could point a raw body anywhere on the reader's disk."""
-    blobs = root / "blobs"
-    if blobs.is_symlink():
-        raise ValidationError(f"{label}: blobs/ is a symbolic link; blob bodies must be files in the export")
-    if not blobs.is_dir():
-        return
-    pending = [blobs]
-    while pending:
-        folder = pending.pop()
-        with os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.is_symlink():
-                    rel = Path(entry.path).relative_to(root).as_posix()
-                    raise ValidationError(
-                        f"{label}: blob {_show(rel)} is a symbolic link; blob bodies must be "
-                        "files in the export"
-                    )
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
-
-
-def _table_source(root: Path, label: str, table: Table) -> TableSource:
-    name = table.name
-    single = root / f"{name}.parquet"
-    folder = root / name
-    if single.is_file():
-        files = [single]
-    elif folder.is_dir():
-        files = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
-        if not files:
-            raise ValidationError(f"{label}: table {name}: folder {name}/ holds no .parquet files")
-    else:
-        raise ValidationError(
-            f"{label}: table {name} is missing (expected {name}.parquet or {name}/)"
-        )
-    rel = [str(p.relative_to(root).as_posix()) for p in files]
-    order = sorted(range(len(files)), key=lambda i: rel[i])
-    files = [files[i] for i in order]
-    rel = [rel[i] for i in order]
-    hive = any("=" in part for r in rel for part in Path(r).parts[1:-1])
-    file_rows: list[int] = []
-    required = table.column_names
-    for path, rel_name in zip(files, rel):
-        try:
-            meta = pq.read_metadata(path)
-            schema = meta.schema.to_arrow_schema()
-        except (pa.ArrowException, OSError) as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ValidationError(
-                f"{label}: file {rel_name} is not a readable Parquet file ({reason})"
-            ) from None
-        file_rows.append(meta.num_rows)
-        partition_keys = {
-            part.split("=", 1)[0] for part in Path(rel_name).parts[1:-1] if "=" in part
-        }
-        present = set(schema.names) | partition_keys
-        for col in required:
-            if col not in present:
-                raise ValidationError(
-                    f"{label}: table {name}, file {rel_name}: missing required column {col}"
-                )
-    return TableSource(name, files, rel, hive, file_rows, label=label)
-
-
-# --------------------------------------------------------------------------- types
-
-
-def _expected_type(kind: str) -> str:
-    t = DUCKDB_TYPES[kind]
-    return _TYPE_ALIASES.get(t, t)
-
-
-def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
-    """Find each table's column types and decide the casts to the contract's types.
-
-    A column of another type is accepted when every value converts; otherwise the error
-    names the table, column, expected and found type, and the first value that fails.
-    """
-    for name, src in layout.tables.items():
-        try:
-            described = con.execute(f"DESCRIBE SELECT * FROM {src.scan_sql()}").fetchall()
-        except duckdb.Error as err:
-            raise layout.error(f"table {name}: cannot read {src.display}: {_one_line(err)}") from None
-        src.columns = {row[0]: row[1] for row in described}
-        for col in TABLES[name].columns:
-            found = src.columns.get(col.name)
-            expected = _expected_type(col.kind)
-            if found is None:
-                raise layout.error(f"table {name}: missing required column {col.name}")
-            if found == expected:
-                continue
-            target = DUCKDB_TYPES[col.kind]
-            if _nests_deeper(found, target):
-                _refuse_nested(con, layout, src, col.name, target, found)
-            converts = f"TRY_CAST({q(col.name)} AS {target})"
-            bad_when = f"{converts} IS NULL"
-            if target == "BIGINT":
-                # a fraction would be rounded away: only whole numbers convert
-                bad_when += (
-                    f" OR TRY_CAST({q(col.name)} AS DOUBLE) IS DISTINCT FROM {converts}::DOUBLE"
-                )
-            sql = (
-                f"SELECT filename, file_row_number, {q(col.name)}::VARCHAR, {converts} IS NULL "
-                f"FROM {src.scan_sql(', filename=true, file_row_number=true')} "
-                f"WHERE {q(col.name)} IS NOT NULL AND ({bad_when}) "
-                f"ORDER BY filename, file_row_number LIMIT 1"
-            )
-            try:
-                bad = fetch_one(con.execute(sql))
-            except duckdb.Error:
-                raise layout.error(
-                    f"table {name}, column {col.name}: expected {target}, found {found}"
-                ) from None
-            if bad is not None:
-                row = src.global_row(bad[0], bad[1])
-                why = "that does not convert" if bad[3] else "that is not a whole number"
-                raise layout.error(
-                    f"table {name}, column {col.name}, row {row}: expected {target}, "
-                    f"found {found} value '{_show(bad[2])}' {why}"
-                )
-            src.casts[col.name] = target
-
-
-def _is_nested(duck_type: str) -> bool:
-    t = duck_type.strip().upper()
-    return t.endswith("]") or t.startswith(("STRUCT", "MAP", "UNION"))
-
-
-def _nests_deeper(found: str, target: str) -> bool:
-    """True when converting ``found`` to ``target`` would flatten nested values into text
-    (a list, struct or map into a string column, a list of lists into a list of strings)."""
-    if target.endswith("[]"):
-        if not _is_nested(found):
-            return False
-        element = found.strip()[:-2] if found.strip().endswith("[]") else None
-        return element is None or _is_nested(element)
-    return _is_nested(found)
-
-
-def _refuse_nested(
-    con: duckdb.DuckDBPyConnection, layout: ExportLayout, src: TableSource, column: str,
-    target: str, found: str,
-) -> None:
-    where = f"table {src.name}, column {column}"
-    try:
-        first = fetch_one(con.execute(
-            f"SELECT filename, file_row_number, {q(column)}::VARCHAR "
-            f"FROM {src.scan_sql(', filename=true, file_row_number=true')} "
-            f"WHERE {q(column)} IS NOT NULL ORDER BY filename, file_row_number LIMIT 1"
-        ))
-    except duckdb.Error:
-        first = None
-    if first is not None:
-        where += f", row {src.global_row(first[0], first[1])}"
-        found += f" value '{_show(first[2])}'"
-    raise layout.error(
-        f"{where}: expected {target}, found nested {found} (not flattened into text)"
-    )
-
-
-def select_list(src: TableSource) -> str:
-    """Columns to load: the contract's, cast where needed, then any extra columns as found."""
-    contract = TABLES[src.name].column_names
-    parts = []
-    for col in contract:
-        if col in src.casts:
-            parts.append(f"CAST({q(col)} AS {src.casts[col]}) AS {q(col)}")
-        else:
-            parts.append(q(col))
-    parts += [q(c) for c in src.columns if c not in contract and c != "export_id"]
-    return ", ".join(parts)
-
-
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
-
-
-# --------------------------------------------------------------------------- hashes
-
-
-def start_hashing(layout: ExportLayout, pool: ThreadPoolExecutor) -> dict[str, Future]:
-    """Recompute each table's sha256 in the background (hashlib releases the GIL)."""
-    return {
-        name: pool.submit(table_sha256, layout.root, src.rel_files)
-        for name, src in layout.tables.items()
-    }
-
-
-def check_manifest(
-    con: duckdb.DuckDBPyConnection,
-    layout: ExportLayout,
-    export_id: str,
-    hashes: dict[str, Future] | None,
-) -> dict[str, int]:
-    """Row counts and sha256 per table against manifest.json; returns the row counts."""
-    rows: dict[str, int] = {}
-    for name, src in layout.tables.items():
-        entry = layout.manifest.tables.get(name)
-        if entry is None:
-            raise layout.error(f"manifest.json has no entry for table {name}")
-        count = fetch_one(con.execute(
-            f"SELECT count(*) FROM {q(name)} WHERE export_id = ?", [export_id]
-        ))[0]
-        rows[name] = count
-        if count != entry.rows:
-            raise layout.error(
-                f"table {name}: {count} rows, but manifest.json says {entry.rows}"
-            )
-        if sorted(entry.files) != src.rel_files:
-            raise layout.error(
-                f"table {name}: files {', '.join(src.rel_files)} do not match manifest.json "
-                f"({', '.join(sorted(entry.files)) or 'none'})"
-            )
-    if hashes is not None:
-        for name, fut in hashes.items():
-            actual = fut.result()
-            expected = layout.manifest.tables[name].sha256
-            if actual != expected:
-                raise layout.error(
-                    f"table {name}: sha256 {actual[:12]}… does not match manifest.json "
-                    f"({expected[:12]}…); the files changed after the export was written"
-                )
-    return rows
-
-
-# --------------------------------------------------------------------------- content
-
-
 def _key_text(table: Table, values: tuple) -> str:
-    return ", ".join(f"{k}={_show(v)}" for k, v in zip(table.primary_key, values))
-
+    return ", ".join(f"{k}={show_value(v)}" for k, v in zip(table.primary_key, values))
 
 def _first_row(
     con: duckdb.DuckDBPyConnection,
@@ -412,7 +63,6 @@ def _first_row(
         return None
     return src.global_row(row[0], row[1]), tuple(row[2 : 2 + len(pk)]), tuple(row[2 + len(pk) :])
 
-
 def _pk_distinct_expr(table: Table) -> str:
     # count(DISTINCT) is about twice as fast as GROUP BY ... HAVING on big tables (and over
     # a 64-bit hash of a composite key, twice again); the exact grouping only runs when a
@@ -420,7 +70,6 @@ def _pk_distinct_expr(table: Table) -> str:
     if len(table.primary_key) == 1:
         return f"count(DISTINCT {q(table.primary_key[0])})"
     return f"count(DISTINCT hash({', '.join(q(c) for c in table.primary_key)}))"
-
 
 def check_values(
     con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str
@@ -435,7 +84,7 @@ def check_values(
             if not col.nullable:
                 checks.append(("null", col.name, f"{q(col.name)} IS NULL"))
             if col.enum:
-                allowed = ", ".join(_sql_str(v) for v in ENUMS[col.enum])
+                allowed = ", ".join(sql_str(v) for v in ENUMS[col.enum])
                 checks.append(("enum", col.name, f"{q(col.name)} NOT IN ({allowed})"))
             if col.kind == "json":
                 checks.append(("json", col.name, f"NOT json_valid({q(col.name)})"))
@@ -455,13 +104,12 @@ def check_values(
             if kind == "null":
                 raise layout.error(f"{where}: required value is null")
             if kind == "json":
-                raise layout.error(f"{where}: not valid JSON: '{_show(value)}'")
+                raise layout.error(f"{where}: not valid JSON: '{show_value(value)}'")
             allowed_text = ", ".join(ENUMS[table.column(col_name).enum])  # type: ignore[arg-type]
             raise layout.error(
-                f"{where}: unknown value '{_show(value)}' (allowed: {allowed_text})"
+                f"{where}: unknown value '{show_value(value)}' (allowed: {allowed_text})"
             )
     return key_counts
-
 
 def check_primary_keys(
     con: duckdb.DuckDBPyConnection,
@@ -501,7 +149,6 @@ def check_primary_keys(
             f"table {name}: duplicate primary key ({_key_text(table, dup)}) at rows {where}"
         )
 
-
 def _fk_predicate(fk_column: str, is_list: bool, target: str, target_col: str) -> str:
     """Rows whose reference names no row of the target table in the same export."""
     targets = f"(SELECT {q(target_col)} FROM {q(target)} WHERE export_id = ?)"
@@ -512,10 +159,8 @@ def _fk_predicate(fk_column: str, is_list: bool, target: str, target_col: str) -
         )
     return f"{q(fk_column)} IS NOT NULL AND {q(fk_column)} NOT IN {targets}"
 
-
 # References repeated by many rows (an assembly's records and decisions)
 _CLUSTERED_FKS = {("assembly_records", "assembly_id"), ("policy_decisions", "assembly_id")}
-
 
 def check_foreign_keys(
     con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str
@@ -557,11 +202,10 @@ def check_foreign_keys(
                 row, key, (value,) = found if found else (-1, (), (None,))
                 raise layout.error(
                     f"table {name}, column {fk.column}, row {row} ({_key_text(table, key)}): "
-                    f"'{_show(value)}' names no row of table {fk.table}"
+                    f"'{show_value(value)}' names no row of table {fk.table}"
                 )
             warnings += _soft_fk_warnings(con, layout, name, fk, is_list, export_id, dangling)
     return warnings
-
 
 def _soft_fk_warnings(con, layout, name, fk, is_list, export_id, dangling) -> list[str]:
     table = TABLES[name]
@@ -584,7 +228,7 @@ def _soft_fk_warnings(con, layout, name, fk, is_list, export_id, dangling) -> li
         n = src.global_row(row[0], row[1])
         key = _key_text(table, tuple(row[2 : 2 + len(pk)]))
         ref = row[2 + len(pk)]
-        text = f"{name} row {n} ({key}): {fk.column} names missing {fk.table} {_show(ref)}"
+        text = f"{name} row {n} ({key}): {fk.column} names missing {fk.table} {show_value(ref)}"
         if provenance:
             text += " (broken provenance)"
         out.append(text)
@@ -593,7 +237,6 @@ def _soft_fk_warnings(con, layout, name, fk, is_list, export_id, dangling) -> li
             f"{name}: {dangling - len(out)} more dangling {fk.column} references to {fk.table}"
         )
     return out
-
 
 def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id: str) -> None:
     """Branch parents must form a tree; supersession must not loop back on itself."""
@@ -604,7 +247,7 @@ def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
         [export_id],
     ))
     if row:
-        raise layout.error(f"table tool_memories: memory {_show(row[0])} supersedes itself")
+        raise layout.error(f"table tool_memories: memory {show_value(row[0])} supersedes itself")
 
     cycle = _find_cycle(
         con,
@@ -629,10 +272,8 @@ def check_cycles(con: duckdb.DuckDBPyConnection, layout: ExportLayout, export_id
             f"table tool_memories: supersession forms a cycle: {_cycle_text(cycle)}"
         )
 
-
 def _cycle_text(cycle: list[str]) -> str:
-    return _show(" -> ".join(str(c) for c in cycle), 200)
-
+    return show_value(" -> ".join(str(c) for c in cycle), 200)
 
 def _find_cycle(con: duckdb.DuckDBPyConnection, edges_sql: str, params: list) -> list[str] | None:
     """The smallest-id cycle in a directed graph given as (src, dst) rows, or None."""
@@ -653,26 +294,29 @@ def _find_cycle(con: duckdb.DuckDBPyConnection, edges_sql: str, params: list) ->
     path = list(row[0])
     return path + [path[0]]
 
-
 # A record may be stamped a little after the export was written (clocks of two machines);
 # later than this, and later than the ingest itself, it is reported as in the future.
 FUTURE_TOLERANCE = dt.timedelta(days=1)
+
 # Timestamps no Python datetime can hold (e.g. nanoseconds written as microseconds)
 _MAX_TIME = "TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'"
+
 _MIN_TIME = "TIMESTAMPTZ '0001-01-01 00:00:00+00'"
+
 # Columns that name a time ahead by design
 _FUTURE_ALLOWED = {("tool_memories", "stale_after")}
+
 # (table, later column, earlier column): a row that ends before it starts contradicts itself
 _ROW_ORDER = (
     ("tool_calls", "completed_at", "requested_at"),
     ("model_runs", "ended_at", "started_at"),
 )
+
 # (table, column, parent table, parent key, parent time): created before the parent, a warning
 _PARENT_ORDER = (
     ("branches", "created_at", "conversations", "conversation_id", "created_at"),
     ("messages", "created_at", "conversations", "conversation_id", "created_at"),
 )
-
 
 def check_times(
     con: duckdb.DuckDBPyConnection,
@@ -712,16 +356,16 @@ def check_times(
             where = f"table {name}, column {col}, row {row} ({_key_text(table, key)})"
             if kind == "range":
                 raise layout.error(
-                    f"{where}: {_show(values[0])} is outside the years 1 to 9999 "
+                    f"{where}: {show_value(values[0])} is outside the years 1 to 9999 "
                     f"(a time in another unit?)"
                 )
             if kind == "order":
                 earlier = _ROW_EARLIER[(name, col)][0]
                 raise layout.error(
-                    f"{where}: {_show(values[0])} is before {earlier} {_show(values[1])}"
+                    f"{where}: {show_value(values[0])} is before {earlier} {show_value(values[1])}"
                 )
             text = (
-                f"{name} row {row} ({_key_text(table, key)}): {col} {_show(values[0])} is in the "
+                f"{name} row {row} ({_key_text(table, key)}): {col} {show_value(values[0])} is in the "
                 f"future (after the export was written, {created.isoformat()})"
             )
             if count > 1:
@@ -751,8 +395,8 @@ def check_times(
         for filename, file_row, ref, when, parent_when, *key in rows:
             warnings.append(
                 f"{name} row {src.global_row(filename, file_row)} "
-                f"({_key_text(table, tuple(key))}): {col} {_show(when)} is before its "
-                f"{parent[:-1]} {_show(ref)} was created ({_show(parent_when)})"
+                f"({_key_text(table, tuple(key))}): {col} {show_value(when)} is before its "
+                f"{parent[:-1]} {show_value(ref)} was created ({show_value(parent_when)})"
             )
         if early > len(rows):
             warnings.append(
@@ -760,13 +404,10 @@ def check_times(
             )
     return warnings
 
-
 _ROW_EARLIER = {(t, later): [earlier] for t, later, earlier in _ROW_ORDER}
-
 
 def _sql_ts(value: dt.datetime) -> str:
     return f"TIMESTAMPTZ '{value.astimezone(dt.timezone.utc).isoformat()}'"
-
 
 def check_loaded(
     con: duckdb.DuckDBPyConnection,
@@ -791,85 +432,13 @@ def check_loaded(
     rows = check_manifest(con, layout, export_id, hashes)
     return rows, warnings
 
-
 CHECK_STEPS = 5
-
-
-def create_or_insert(
-    con: duckdb.DuckDBPyConnection, src: TableSource, export_id: str, exists: bool, order_by: str = ""
-) -> None:
-    """Load one table's Parquet into the store table of the same name, tagged with export_id."""
-    select = f"SELECT {select_list(src)}, ? AS export_id FROM {src.scan_sql()}{order_by}"
-    try:
-        if not exists:
-            con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])
-            return
-        have = {r[0] for r in con.execute(f"DESCRIBE {q(src.name)}").fetchall()}
-        for col, typ in src.columns.items():
-            if col not in have and col != "export_id":
-                con.execute(
-                    f"ALTER TABLE {q(src.name)} ADD COLUMN {q(col)} {src.casts.get(col, typ)}"
-                )
-        con.execute(f"INSERT INTO {q(src.name)} BY NAME {select}", [export_id])
-    except duckdb.Error as err:
-        raise load_error(src, err) from None
-
-
-def load_error(src: TableSource, err: BaseException) -> ValidationError:
-    """A table that could not be loaded, named by file, column and row where we can find
-    them (DuckDB's own message names neither table nor column)."""
-    prefix = f"{src.label}: " if src.label else ""
-    bad = _first_invalid_utf8(src)
-    if bad is not None:
-        rel, col, row, value = bad
-        return ValidationError(
-            f"{prefix}table {src.name}, column {col}, row {row} (file {rel}): not valid UTF-8: "
-            f"'{_show(value)}'"
-        )
-    return ValidationError(f"{prefix}table {src.name}: cannot load {src.display}: {_one_line(err)}")
-
-
-def _first_invalid_utf8(src: TableSource) -> tuple[str, str, int, str] | None:
-    """(file, column, row, value shown with escapes) of the first string value that is not
-    UTF-8, reading the string columns a batch at a time; only runs after a load failed."""
-    offset = 0
-    for path, rel, rows in zip(src.files, src.rel_files, src.file_rows):
-        try:
-            pf = pq.ParquetFile(path)
-            names = [
-                f.name for f in pf.schema_arrow
-                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            ]
-            for col in names:
-                start = 0
-                for batch in pf.iter_batches(columns=[col], batch_size=65536):
-                    arr = batch.column(0)
-                    try:
-                        arr.validate(full=True)
-                    except pa.ArrowInvalid:
-                        raw = arr.cast(pa.binary()) if not pa.types.is_large_string(arr.type) \
-                            else arr.cast(pa.large_binary())
-                        for i, value in enumerate(raw.to_pylist()):
-                            if value is None:
-                                continue
-                            try:
-                                value.decode("utf-8")
-                            except UnicodeDecodeError:
-                                shown = value.decode("utf-8", "backslashreplace")
-                                return rel, col, offset + start + i, shown
-                    start += batch.num_rows
-        except (pa.ArrowException, OSError):
-            return None
-        offset += rows
-    return None
-
 
 @dataclass(frozen=True)
 class ValidationReport:
     export_id: str
     rows: dict[str, int]
     warnings: list[str]
-
 
 def validate_export(export_dir: str | os.PathLike[str], progress: Progress | None = None) -> ValidationReport:
     """Validate an export without writing a store (loads it into an in-memory DuckDB)."""
@@ -900,17 +469,6 @@ def validate_export(export_dir: str | os.PathLike[str], progress: Progress | Non
             progress("done", total, total)
         return ValidationReport(export_id, rows, warnings)
     except duckdb.Error as err:
-        raise ContextlensError(f"{layout.label}: {_one_line(err)}") from None
+        raise ContextlensError(f"{layout.label}: {one_line_error(err)}") from None
     finally:
         con.close()
-
-
-def manifest_digest(manifest_json: str) -> dict[str, str]:
-    """The part of a manifest that identifies an export's content: table -> sha256."""
-    data = json.loads(manifest_json)
-    return {
-        name: json.dumps(
-            [entry.get("sha256", ""), entry.get("rows"), sorted(entry.get("files", []))]
-        )
-        for name, entry in sorted(data.get("tables", {}).items())
-    }

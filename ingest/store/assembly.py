@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..contract import RECORD_TABLES
 from ..errors import ContextlensError, NotFoundError
-from ..validate import q
+from ..sql import q
 from .database import Database, clip, cols_of
 
 __all__ = ["AssemblyQueries"]

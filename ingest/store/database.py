@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..contract import TABLES
 from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
-from ..validate import _one_line, q
+from ..sql import one_line_error as _one_line, q
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..contract import TABLES
 from ..errors import NotFoundError
-from ..validate import q
+from ..sql import q
 from .database import Database, cols_of
 
 __all__ = ["GRAPH_TABLES", "GraphQueries"]

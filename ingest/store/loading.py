@@ -24,19 +24,10 @@ import duckdb
 
 from ..contract import TABLES
 from ..errors import ContextlensError
-from ..validate import (
-    CHECK_STEPS,
-    ExportLayout,
-    _one_line,
-    check_loaded,
-    create_or_insert,
-    fetch_one,
-    manifest_digest,
-    q,
-    read_layout,
-    resolve_types,
-    start_hashing,
-)
+from ..exportdir import ExportLayout, manifest_digest, read_layout, start_hashing
+from ..loadtables import create_or_insert, resolve_types
+from ..sql import fetch_one, one_line_error as _one_line, q
+from ..validate import CHECK_STEPS, check_loaded
 from .database import STORE_FORMAT, STORE_VERSION, connect, open_store
 from .lock import StoreLock, remove_quietly, write_error
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ..errors import ContextlensError
 from ..filters import AssemblyFilter, filter_sql
-from ..validate import q
+from ..sql import q
 from .database import Database, as_filter, cols_of
 
 __all__ = ["LIST_COLUMNS", "RequestQueries"]

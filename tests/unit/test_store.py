@@ -427,7 +427,7 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
     import pyarrow.parquet as pq
 
     from ingest.store.loading import _already_clustered
-    from ingest.validate import read_layout
+    from ingest.exportdir import read_layout
     from ingest.writer import table_sha256
     from support.stores import read_table
 

@@ -1,0 +1,37 @@
+"""SQL text helpers shared by validation and the store: quoting, one-row fetches, values
+and DuckDB errors shown on one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from .errors import cut
+
+__all__ = ["fetch_one", "one_line_error", "q", "show_value", "sql_str"]
+
+
+def fetch_one(cursor: duckdb.DuckDBPyConnection) -> tuple | None:
+    """The first row of a result, reading it to the end (DuckDB requires a finished result
+    before the connection runs anything else)."""
+    rows = cursor.fetchall()
+    return rows[0] if rows else None
+
+def q(name: str) -> str:
+    """Quote an identifier (table or column names come from the contract or a file's schema)."""
+    return '"' + name.replace('"', '""') + '"'
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+def show_value(value: Any, limit: int = 80) -> str:
+    text = cut(str(value), limit)
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+def one_line_error(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+# --------------------------------------------------------------------------- hashes
