@@ -113,7 +113,7 @@ def test_unresolved_tool_state_is_protected_even_over_budget(status: str, comple
     call = m.g.call(m.run, "payments.create_invoice", {"amount": 1}, "2026-01-01 00:00:05", completed,
                     status=status, retryable=True)
     art = m.g.artifact(call, "x" * 4000, "2026-01-01 00:00:06", status=status, privacy="public")
-    a = m.assemble("2026-01-01 00:01:00", token_budget=510)  # 10 tokens after the reserve
+    a = m.assemble("2026-01-01 00:01:00", policy("v4", **{"budget.token_budget": 510}))  # 10 after the reserve
     for rid in (call, art):
         assert decision(a, rid) == ("included", "verbatim", "recovery_protected")
     assert "kept although over budget" in a.record(art)["detail"]
@@ -158,7 +158,10 @@ def test_exact_evidence_rehydrated_only_when_requested_allowed_and_within_bytes(
     at = "2026-01-01 00:01:00"
     assert decision(m.assemble(at), art) == ("omitted", None, "raw_replaced_by_memory")
     assert decision(m.assemble(at, exact=(art,)), art) == ("included", "rehydrated_raw", "rehydrated_exact")
-    assert decision(m.assemble(at, exact=(art,), byte_budget=3), art) == ("omitted", None, "byte_budget_exceeded")
+    small = policy("v4", **{"rehydration.byte_budget": 3})
+    assert decision(m.assemble(at, small, exact=(art,)), art) == ("omitted", None, "byte_budget_exceeded")
+    # the byte budget is the policy's: a recorded request's own byte_budget does not override it
+    assert decision(m.assemble(at, small, exact=(art,), byte_budget=10**9), art)[2] == "byte_budget_exceeded"
     never = policy("v4", **{"rehydration.trigger": "never"})
     assert decision(m.assemble(at, never, exact=(art,)), art)[2] == "raw_replaced_by_memory"
     # not allowed: a restricted class is never rehydrated, even when asked
@@ -248,7 +251,7 @@ def test_window_and_budget_order() -> None:
     kept = [rid for rid in ids if decision(a, rid)[0] == "included"]
     assert kept == ids[-12:]
     assert decision(a, ids[0])[2] == "outside_window"
-    tight = m.assemble("2026-01-01 00:02:00", policy("v1"), token_budget=560)
+    tight = m.assemble("2026-01-01 00:02:00", policy("v1", **{"budget.token_budget": 560}))
     kept = [rid for rid in ids if decision(tight, rid)[0] == "included"]
     assert kept and kept == ids[-len(kept):] and len(kept) < 12  # the newest fit first
     assert tight.assembled_tokens <= 60

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from engine_fixtures import policy
 
 from ingest.store import Store
 from replay.assembler import Assembly, assemble
-from replay.policy import load_registry
+from replay.policy import Policy, load_registry
 from replay.snapshot import Snapshot, load_request, load_snapshot
 
 REG = load_registry(None)
@@ -40,11 +41,13 @@ class Replayer:
             self._snaps[conversation_id] = load_snapshot(self.store, conversation_id)
         return self._snaps[conversation_id]
 
-    def run(self, assembly_id: str, version: str | None = None, **request_changes: Any) -> Assembly:
+    def run(self, assembly_id: str, version: str | Policy | None = None,
+            **request_changes: Any) -> Assembly:
         req = load_request(self.store, assembly_id)
         if request_changes:
             req = dataclasses.replace(req, **request_changes)
-        return assemble(self.snapshot(req.conversation_id), req, REG.get(version or req.policy_version))
+        pol = version if isinstance(version, Policy) else REG.get(version or req.policy_version)
+        return assemble(self.snapshot(req.conversation_id), req, pol)
 
     def rows(self, table: str, conversation_id: str) -> list[dict]:
         return self.snapshot(conversation_id).tables[table]
@@ -165,8 +168,10 @@ def test_retry_critical_and_deferred_tool_state_is_never_dropped(rp: Replayer) -
     assert {r["record_kind"] for r in protected} == {"tool_call", "tool_artifact"}
     assert all(r["decision"] == "included" for r in protected)
     assert by_reason(a, "over_budget")
+    # the request's 900-token context limit caps v4's 6000-token budget
+    assert load_request(rp.store, aid).context_limit == 900
     # even with a budget of nothing, the failed call stays
-    starved = rp.run(aid, token_budget=0)
+    starved = rp.run(aid, context_limit=0)
     assert {r["record_id"] for r in by_reason(starved, "recovery_protected")} == {r["record_id"] for r in protected}
     assert all("kept although over budget" in r["detail"] for r in by_reason(starved, "recovery_protected"))
     # the deferred picker is pending at its assembly time and kept
@@ -195,8 +200,11 @@ def test_exact_csv_rehydrated_only_when_requested_allowed_and_within_bytes(rp: R
     size = next(x for x in rp.rows("tool_artifacts", "c-launch") if x["artifact_id"] == art)["byte_size"]
     assert d(rp.run(aid), art) == ("included", "rehydrated_raw", "rehydrated_exact")
     assert d(rp.run(aid, exact_evidence_ids=[]), art) == ("omitted", None, "raw_replaced_by_memory")
-    assert d(rp.run(aid, byte_budget=size - 1), art) == ("omitted", None, "byte_budget_exceeded")
-    assert d(rp.run(aid, byte_budget=size), art)[0] == "included"
+    short = policy("v4", **{"rehydration.byte_budget": size - 1})
+    assert d(rp.run(aid, short), art) == ("omitted", None, "byte_budget_exceeded")
+    assert d(rp.run(aid, policy("v4", **{"rehydration.byte_budget": size})), art)[0] == "included"
+    # the request's recorded byte_budget is informational: the policy decides
+    assert d(rp.run(aid, short, byte_budget=10**9), art)[2] == "byte_budget_exceeded"
 
 
 def test_broken_provenance_marked_not_repaired(rp: Replayer) -> None:
