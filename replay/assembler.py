@@ -573,7 +573,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
 
     # 5 privacy and provider
     blocked_raw = set(policy.privacy.raw_blocked_classes)
-    rule = policy.privacy.providers.get(req.provider)
+    rule = policy.privacy.rule_for(req.provider)
     blocked_here = set(rule.blocked_classes) if rule is not None else set()
     for c in live():
         if c.kind not in ("tool_artifact", "tool_memory"):
