@@ -237,3 +237,67 @@ def test_every_recorded_story_assembly_replays_to_its_recorded_hash(rp: Replayer
         if "drift" in row["tags"]:
             continue
         assert rp.run(row["assembly_id"]).selection_hash == row["selection_hash"], row["assembly_id"]
+
+
+def test_token_budget_growth_v4_budget_keeps_the_long_notes_v3_trims_without_holes(rp: Replayer) -> None:
+    (aid,) = rp.ids("token_budget_growth")
+    req = load_request(rp.store, aid)
+    assert req.policy_version == "v4" and req.context_limit == 200_000
+    v3, v4 = rp.run(aid, "v3"), rp.run(aid, "v4")
+    assert not by_reason(v4, "over_budget") and by_reason(v3, "over_budget", "message")
+    # the budget key alone makes the difference
+    v4_at_4000 = rp.run(aid, policy("v4", **{"budget.token_budget": 4000}))
+    assert v4_at_4000.selection_hash != v4.selection_hash
+    assert {r["record_id"] for r in by_reason(v4_at_4000, "over_budget", "message")} == {
+        r["record_id"] for r in by_reason(v3, "over_budget", "message")}
+    assert v3.assembled_tokens <= 4000 - 500 < v4.assembled_tokens <= 6000 - 500
+    # under v3 the history is cut at one point: everything older than the first drop is out
+    created = {m["message_id"]: m["created_at"] for m in rp.rows("messages", "c-launch")}
+    kept = [created[r["record_id"]] for r in v3.included() if r["record_kind"] == "message"]
+    dropped = [created[r["record_id"]] for r in by_reason(v3, "over_budget", "message")]
+    assert min(kept) > max(dropped)
+    notes = next(m for m in rp.rows("messages", "c-launch") if m["content"].startswith("Launch dry-run retro"))
+    assert d(v4, notes["message_id"])[0] == "included" and d(v3, notes["message_id"])[2] == "over_budget"
+    # the recorded request's own budget does not override the policy
+    assert rp.run(aid, "v3", token_budget=10**6).selection_hash == v3.selection_hash
+
+
+def test_rehydration_byte_budget_v6_halves_it_and_the_screenshot_no_longer_fits(rp: Replayer) -> None:
+    (aid,) = rp.ids("rehydration_byte_budget")
+    req = load_request(rp.store, aid)
+    (shot,) = req.exact_evidence_ids
+    size = next(x for x in rp.rows("tool_artifacts", "c-launch") if x["artifact_id"] == shot)["byte_size"]
+    assert 32768 < size <= 65536
+    assert d(rp.run(aid), shot) == ("included", "rehydrated_raw", "rehydrated_exact")  # recorded v4
+    v6 = rp.run(aid, "v6")
+    assert d(v6, shot) == ("omitted", None, "byte_budget_exceeded")
+    assert v6.record(shot)["detail"] == f"needs {size} bytes, 32768 left of the byte budget"
+    # its compact memory still carries the gist
+    mem = next(m for m in rp.rows("tool_memories", "c-launch") if shot in m["source_artifact_ids"])
+    assert d(v6, mem["memory_id"])[0] == "included"
+
+
+def test_a_tight_policy_file_extending_v6_sends_at_most_its_budget(rp: Replayer, tmp_path: Path) -> None:
+    """Done when: a policy file extending v6 with a 200-token budget sends at most 200
+    tokens plus protected records on a v5 incident request, and fewer than under v6."""
+    (tmp_path / "v7.toml").write_text('version = "v7"\nextends = "v6"\n'
+                                      'description = "tight"\n[budget]\ntoken_budget = 200\n')
+    v7 = REG.resolve(str(tmp_path / "v7.toml"))
+    for aid in rp.ids("incident_calendar_freshness"):
+        if load_request(rp.store, aid).policy_version != "v5":
+            continue
+        tight, v6 = rp.run(aid, v7), rp.run(aid, "v6")
+        protected = sum(r["tokens"] for r in by_reason(tight, "recovery_protected"))
+        assert tight.assembled_tokens - protected <= 200
+        assert tight.assembled_tokens < v6.assembled_tokens
+        assert by_reason(tight, "over_budget")
+
+
+def test_fail_closed_rules_hold_on_every_sample_assembly_under_every_version(rp: Replayer) -> None:
+    """No raw artifact is said to be replaced by a memory that is not in the prompt."""
+    for row in rp.store.assembly_requests().to_pylist():
+        for version in REG.versions():
+            a = rp.run(row["assembly_id"], version)
+            shown = {r["record_id"] for r in a.included() if r["record_kind"] == "tool_memory"}
+            for r in by_reason(a, "raw_replaced_by_memory"):
+                assert r["detail"].rsplit(" ", 1)[-1] in shown, (row["assembly_id"], version, r)

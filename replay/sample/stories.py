@@ -544,7 +544,7 @@ def _budgets(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
     retro = "Launch dry-run retro notes:\n" + _numbered("R", RETRO_AREAS, RETRO_FINDINGS, 90)
     _, r = ask(b, claude, retro, "2026-10-27 10:00:00", user=ana)
     answer(b, r, "Noted: the dry run found latency, rollback and alerting gaps.", "2026-10-27 10:00:30")
-    tickets = "Support ticket digest (last 7 days):\n" + _numbered("T", TICKET_ISSUES, RETRO_AREAS, 110)
+    tickets = "Support ticket digest (last 7 days):\n" + _numbered("T", TICKET_ISSUES, RETRO_AREAS, 150)
     _, r = ask(b, claude, tickets, "2026-10-27 10:30:00", user=ana)
     answer(b, r, "Noted: offline edits and exports lead the ticket digest.", "2026-10-27 10:30:30")
     _, r = ask(b, claude, "Which risks from the dry run and the tickets overlap?", "2026-10-27 11:00:00",
