@@ -620,7 +620,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
                       f"conflicts with {best.rid} (confidence {best.row['confidence']:.2f}"
                       f" over {c.row['confidence']:.2f})")
 
-    if not invert_supersession:
+    if not invert_supersession:  # the drift build has no notion of a replacement's direction
         _hidden_supersession(live_mems, ix, mem_cands, policy)
 
     # 7 freshness and provenance
