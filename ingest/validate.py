@@ -74,6 +74,7 @@ class TableSource:
     file_rows: list[int]
     columns: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type as found
     casts: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type to cast to
+    absent: set[str] = field(default_factory=set)  # nullable contract columns the files lack
     label: str = ""  # "export <folder>", the prefix of its errors
 
     @property
@@ -174,7 +175,8 @@ def _table_source(root: Path, label: str, table: Table) -> TableSource:
     rel = [rel[i] for i in order]
     hive = any("=" in part for r in rel for part in Path(r).parts[1:-1])
     file_rows: list[int] = []
-    required = table.column_names
+    # an optional (nullable) column added to the contract later reads as null when absent
+    required = [c.name for c in table.columns if not c.nullable]
     for path, rel_name in zip(files, rel):
         try:
             meta = pq.read_metadata(path)
@@ -220,6 +222,9 @@ def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
         for col in TABLES[name].columns:
             found = src.columns.get(col.name)
             expected = _expected_type(col.kind)
+            if found is None and col.nullable:
+                src.absent.add(col.name)
+                continue
             if found is None:
                 raise layout.error(f"table {name}: missing required column {col.name}")
             if found == expected:
@@ -251,7 +256,9 @@ def select_list(src: TableSource) -> str:
     contract = TABLES[src.name].column_names
     parts = []
     for col in contract:
-        if col in src.casts:
+        if col in src.absent:
+            parts.append(f"CAST(NULL AS {DUCKDB_TYPES[TABLES[src.name].column(col).kind]}) AS {q(col)}")
+        elif col in src.casts:
             parts.append(f"CAST({q(col)} AS {src.casts[col]}) AS {q(col)}")
         else:
             parts.append(q(col))
@@ -733,7 +740,8 @@ def create_or_insert(
             con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])
             return
         have = {r[0] for r in con.execute(f"DESCRIBE {q(src.name)}").fetchall()}
-        for col, typ in src.columns.items():
+        for col, typ in list(src.columns.items()) + [
+                (c.name, DUCKDB_TYPES[c.kind]) for c in TABLES[src.name].columns if c.name in src.absent]:
             if col not in have and col != "export_id":
                 con.execute(
                     f"ALTER TABLE {q(src.name)} ADD COLUMN {q(col)} {src.casts.get(col, typ)}"
