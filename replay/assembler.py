@@ -118,6 +118,7 @@ DECIDING_KEYS: dict[str, tuple[str, ...]] = {
     "conversation_shared": ("branch.shared_fill",),
     "audit_only": ("visibility.audit_only_excluded",),
     "participant_private": ("ownership.participant_isolation",),
+    "owner_unknown": (),  # fail closed: no policy key shows a record nobody owns
     "privacy_restricted": ("privacy.raw_blocked_classes",),
     "provider_restricted": ("privacy.providers.<provider>.blocked_classes",),
     "superseded": ("contradiction.supersession",),

@@ -125,7 +125,7 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
     tables["tool_artifacts"] = arts
     mems: list[dict[str, Any]] = []
     for _ in range(rnd.randint(0, 7)):
-        owner = rnd.choice([None, *runs])
+        owner = rnd.choice([None, *runs, *[r for r in runs if r["runtime_kind"] == "subagent_child"] * 2])
         sources = rnd.sample([a["artifact_id"] for a in arts], k=min(len(arts), rnd.randint(0, 2)))
         if rnd.random() < 0.15:
             sources.append("art-missing")
@@ -300,7 +300,7 @@ def test_one_final_decision_per_candidate(seed: int, pol: Policy) -> None:
         assert (r["rendering"] is None) == (r["decision"] == "omitted")
 
 
-@PROPS
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), pol=policies)
 def test_never_a_sibling_branch_foreign_private_or_audit_only_record(seed: int, pol: Policy) -> None:
     snap, req, ctx, a = run_case(seed, pol)
@@ -395,3 +395,20 @@ def test_raw_replaced_only_by_a_memory_in_the_prompt(seed: int, pol: Policy) -> 
     for r in a.records:
         if r["reason_code"] == "raw_replaced_by_memory":
             assert r["detail"].rsplit(" ", 1)[-1] in included, r
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), pol=policies)
+def test_a_memory_replaced_by_a_hidden_record_is_never_shown_as_current(seed: int, pol: Policy) -> None:
+    snap, _, _, a = run_case(seed, pol)
+    final = {r["record_id"]: r for r in a.records if r["record_kind"] == "tool_memory"}
+    hidden = {"participant_private", "audit_only", "owner_unknown", "provider_restricted"}
+    for m in snap.tables["tool_memories"]:
+        r = final.get(m["memory_id"])
+        if r is None or r["decision"] != "included" or r["rendering"] != "compact_memory":
+            continue
+        replacements = {m["superseded_by"]} if m["superseded_by"] else set()
+        replacements |= {n["memory_id"] for n in snap.tables["tool_memories"] if m["memory_id"] in n["supersedes"]}
+        replacements.discard(m["memory_id"])
+        for n in replacements:
+            assert n not in final or final[n]["reason_code"] not in hidden, (m["memory_id"], final[n])
