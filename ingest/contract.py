@@ -120,6 +120,10 @@ ENUMS: dict[str, tuple[str, ...]] = {
 INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:12])
 OMITTED_REASONS = frozenset(ENUMS["reason_code"][12:])
 
+# Optional columns added to contract v1 after its first exports: an export without one
+# still loads and reads it as null (docs/export-format.md, Versioning).
+ADDED_COLUMNS: frozenset[tuple[str, str]] = frozenset({("context_assemblies", "context_limit")})
+
 # Privacy classes that are masked on screen and in exports unless the user reveals them.
 RESTRICTED_PRIVACY = frozenset({"oauth_derived", "google_derived", "secret_adjacent"})
 

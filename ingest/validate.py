@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pydantic
 
-from .contract import DUCKDB_TYPES, ENUMS, SCHEMA_VERSION, TABLES, Manifest, Table
+from .contract import ADDED_COLUMNS, DUCKDB_TYPES, ENUMS, SCHEMA_VERSION, TABLES, Manifest, Table
 from .errors import ContextlensError, ValidationError
 from .writer import table_sha256
 
@@ -74,7 +74,7 @@ class TableSource:
     file_rows: list[int]
     columns: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type as found
     casts: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type to cast to
-    absent: set[str] = field(default_factory=set)  # nullable contract columns the files lack
+    absent: set[str] = field(default_factory=set)  # ADDED_COLUMNS the files lack (read as null)
     label: str = ""  # "export <folder>", the prefix of its errors
 
     @property
@@ -175,8 +175,8 @@ def _table_source(root: Path, label: str, table: Table) -> TableSource:
     rel = [rel[i] for i in order]
     hive = any("=" in part for r in rel for part in Path(r).parts[1:-1])
     file_rows: list[int] = []
-    # an optional (nullable) column added to the contract later reads as null when absent
-    required = [c.name for c in table.columns if not c.nullable]
+    # an optional column added to the contract later reads as null when absent
+    required = [c.name for c in table.columns if (name, c.name) not in ADDED_COLUMNS]
     for path, rel_name in zip(files, rel):
         try:
             meta = pq.read_metadata(path)
@@ -222,7 +222,7 @@ def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
         for col in TABLES[name].columns:
             found = src.columns.get(col.name)
             expected = _expected_type(col.kind)
-            if found is None and col.nullable:
+            if found is None and (name, col.name) in ADDED_COLUMNS:
                 src.absent.add(col.name)
                 continue
             if found is None:
