@@ -110,6 +110,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "retention_removed",
         "broken_provenance",
         "redundant",
+        "owner_unknown",
         # transcripts: records dropped by a runtime's own compaction
         "compacted",
     ),
@@ -118,6 +119,10 @@ ENUMS: dict[str, tuple[str, ...]] = {
 
 INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:12])
 OMITTED_REASONS = frozenset(ENUMS["reason_code"][12:])
+
+# Optional columns added to contract v1 after its first exports: an export without one
+# still loads and reads it as null (docs/export-format.md, Versioning).
+ADDED_COLUMNS: frozenset[tuple[str, str]] = frozenset({("context_assemblies", "context_limit")})
 
 # Privacy classes that are masked on screen and in exports unless the user reveals them.
 RESTRICTED_PRIVACY = frozenset({"oauth_derived", "google_derived", "secret_adjacent"})
@@ -339,7 +344,7 @@ _table(
     "context_assemblies",
     "assembly_id:str model_run_id:str conversation_id:str branch_id:str participant_id:str "
     "runtime_kind:str=runtime_kind provider:str model:str policy_version:str "
-    "assembler_version:str assembled_at:ts token_budget:int byte_budget:int "
+    "assembler_version:str assembled_at:ts token_budget:int byte_budget:int context_limit:int? "
     "exact_evidence_ids:list baseline_tokens:int assembled_tokens:int "
     "baseline_message_count:int assembled_message_count:int raw_artifact_count:int "
     "selected_memory_count:int rehydrated_artifact_count:int graph_query_ms:float "

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pydantic
 
-from .contract import SCHEMA_VERSION, TABLES, Manifest, Table
+from .contract import ADDED_COLUMNS, SCHEMA_VERSION, TABLES, Manifest, Table
 from .errors import ValidationError
 from .sql import fetch_one, q, show_value, sql_str
 from .writer import table_sha256
@@ -32,6 +32,7 @@ class TableSource:
     file_rows: list[int]
     columns: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type as found
     casts: dict[str, str] = field(default_factory=dict)  # name -> DuckDB type to cast to
+    absent: set[str] = field(default_factory=set)  # ADDED_COLUMNS the files lack (read as null)
     label: str = ""  # "export <folder>", the prefix of its errors
 
     @property
@@ -151,7 +152,8 @@ def _table_source(root: Path, label: str, table: Table) -> TableSource:
     rel = [rel[i] for i in order]
     hive = any("=" in part for r in rel for part in Path(r).parts[1:-1])
     file_rows: list[int] = []
-    required = table.column_names
+    # an optional column added to the contract later reads as null when absent
+    required = [c.name for c in table.columns if (name, c.name) not in ADDED_COLUMNS]
     for path, rel_name in zip(files, rel):
         try:
             meta = pq.read_metadata(path)

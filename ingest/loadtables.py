@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .contract import DUCKDB_TYPES, TABLES
+from .contract import ADDED_COLUMNS, DUCKDB_TYPES, TABLES
 from .errors import ValidationError
 from .exportdir import ExportLayout, TableSource
 from .sql import fetch_one, one_line_error, q, show_value
@@ -38,6 +38,9 @@ def resolve_types(con: duckdb.DuckDBPyConnection, layout: ExportLayout) -> None:
         for col in TABLES[name].columns:
             found = src.columns.get(col.name)
             expected = _expected_type(col.kind)
+            if found is None and (name, col.name) in ADDED_COLUMNS:
+                src.absent.add(col.name)
+                continue
             if found is None:
                 raise layout.error(f"table {name}: missing required column {col.name}")
             if found == expected:
@@ -112,7 +115,9 @@ def select_list(src: TableSource) -> str:
     contract = TABLES[src.name].column_names
     parts = []
     for col in contract:
-        if col in src.casts:
+        if col in src.absent:
+            parts.append(f"CAST(NULL AS {DUCKDB_TYPES[TABLES[src.name].column(col).kind]}) AS {q(col)}")
+        elif col in src.casts:
             parts.append(f"CAST({q(col)} AS {src.casts[col]}) AS {q(col)}")
         else:
             parts.append(q(col))
@@ -129,7 +134,8 @@ def create_or_insert(
             con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])
             return
         have = {r[0] for r in con.execute(f"DESCRIBE {q(src.name)}").fetchall()}
-        for col, typ in src.columns.items():
+        for col, typ in list(src.columns.items()) + [
+                (c.name, DUCKDB_TYPES[c.kind]) for c in TABLES[src.name].columns if c.name in src.absent]:
             if col not in have and col != "export_id":
                 con.execute(
                     f"ALTER TABLE {q(src.name)} ADD COLUMN {q(col)} {src.casts.get(col, typ)}"

@@ -14,18 +14,23 @@ each record a PolicyDecision for every record they touch:
  3 branch                  A record must lie on the active branch lineage (the branch, then
                            each ancestor up to its fork message's time). A conversation-scoped
                            memory elsewhere may fill in (shared_fill -> conversation_shared).
- 4 visibility/ownership    audit_only scope is omitted; records of a subagent child run of the
-                           requesting participant go to the promotion stage; other
-                           participants' participant_private records are omitted unless
-                           ``shared_with`` names the requester. Tool calls are private to the
-                           participant of their run.
+ 4 visibility/ownership    audit_only scope is omitted; a participant_private record whose
+                           owner cannot be resolved (no owner participant, nor one through its
+                           owner run, that is a participant of the conversation) is omitted as
+                           owner_unknown whatever the policy says; records of a subagent run
+                           below the requesting participant (a child, a child's child, ...)
+                           go to the promotion stage; other participants' participant_private
+                           records are omitted unless ``shared_with`` names the requester. Tool
+                           calls are private to the participant of their run.
  5 privacy                 Raw artifacts of a class in raw_blocked_classes; artifacts and
                            memories of a class blocked for the request's provider.
  6 contradiction           A memory superseded by a live candidate is omitted (superseded);
                            the link counts in either direction: the old memory's
                            ``superseded_by`` or the new one's ``supersedes``. Conflicting
                            memories: both shown (show_both_sides) or the lower-confidence one
-                           omitted as redundant.
+                           omitted as redundant. A memory whose replacement exists but is
+                           hidden from this request (stages 4-5) is not current: a stale marker
+                           (freshness.stale_action mark) or omitted as superseded.
  7 freshness               Memories whose source artifact ids name a missing artifact: omit
                            (broken_provenance) or mark (stale_marker, rendered as
                            revalidation_hint). A memory older than the window of its
@@ -33,10 +38,14 @@ each record a PolicyDecision for every record they touch:
                            is marked (stale_marker) or omitted (stale); else compact_memory.
                            The policy window decides, not the producer's ``stale_after``.
  8 promotion/rehydration   Child records: memories enter as promoted_child_output when
-                           promoted, everything else is child_not_promoted. Artifacts named in
-                           exact_evidence_ids are rehydrated raw within the request's byte
-                           budget; other settled artifacts with a derived memory are
-                           raw_replaced_by_memory; settled tool calls are redundant.
+                           promoted at each step of the subagent chain (under ``explicit`` the
+                           ``promoted`` flag lifts a memory one level only, so a grandchild's
+                           memory stays out); everything else is child_not_promoted. Artifacts
+                           named in exact_evidence_ids are rehydrated raw within the policy's
+                           rehydration.byte_budget; another settled artifact with a derived
+                           memory is raw_replaced_by_memory only if that memory ends up in the
+                           prompt (decided after the budget); otherwise it is shown as a
+                           reference and budgeted last. Settled tool calls are redundant.
  9 recovery                Unresolved calls and their artifacts in protected_states are
                            protected (kept even over budget). A call's state at T: pending or
                            deferred until completed_at; failed until a later identical call
@@ -45,9 +54,15 @@ each record a PolicyDecision for every record they touch:
 10 window                  The newest max_messages live messages enter (in_window on the
                            active branch, lineage on an ancestor, speaker_context for other
                            speakers in an autonomous discussion); older are outside_window.
-11 budget                  token_budget - reserve_tokens: protected records count first, then
-                           the rest in ranking order (messages newest first, memories by
-                           confidence); a record that does not fit is over_budget.
+11 budget                  The budget is the policy's budget.token_budget, capped by the
+                           request's context_limit (the model's context window), minus
+                           reserve_tokens; the request's recorded token_budget is not used.
+                           Protected records count first, then the rest in ranking order
+                           (messages newest first, memories by confidence): a record that
+                           does not fit is over_budget, so the lowest-ranked go first. The
+                           history keeps no holes: once a message does not fit, every older
+                           message is over_budget too, while later-ranked kinds may still
+                           fill what is left.
 
 Each candidate's row in assembly_records is its last decision. Prompt order: checkpoints,
 skill states, memories, messages, tool calls, artifacts; each by created_at, then id.
@@ -103,6 +118,7 @@ DECIDING_KEYS: dict[str, tuple[str, ...]] = {
     "conversation_shared": ("branch.shared_fill",),
     "audit_only": ("visibility.audit_only_excluded",),
     "participant_private": ("ownership.participant_isolation",),
+    "owner_unknown": (),  # fail closed: no policy key shows a record nobody owns
     "privacy_restricted": ("privacy.raw_blocked_classes",),
     "provider_restricted": ("privacy.providers.<provider>.blocked_classes",),
     "superseded": ("contradiction.supersession",),
@@ -276,6 +292,8 @@ class _Index:
                          if b["conversation_id"] == conv}
         self.runs = {r["model_run_id"]: r for r in t.get("model_runs", [])
                      if r["conversation_id"] == conv}
+        self.participants = {p["participant_id"] for p in t.get("participants", [])
+                             if p["conversation_id"] == conv}
         self.msgs = {m["message_id"]: m for m in t.get("messages", [])
                      if m["conversation_id"] == conv}
         self.calls = {c["tool_call_id"]: c for c in t.get("tool_calls", [])
@@ -363,25 +381,44 @@ class _Index:
         return self.call_state(call, at), call["tool_name"], bool(call["retryable"])
 
     def owner(self, c: _Cand) -> tuple[str | None, str | None, str, list[str]]:
-        """(owner participant, owner run, visibility scope, shared_with) of a candidate."""
+        """(owner participant, owner run, visibility scope, shared_with) of a candidate.
+
+        A record without an owner participant is owned by the participant of its owner run;
+        the owner is None when neither resolves to a participant of the conversation."""
         row = c.row
         if c.kind == "message":
-            return row["participant_id"], row["model_run_id"], row["visibility_scope"], []
-        if c.kind == "tool_artifact":
-            return (row["owner_participant_id"], row["owner_model_run_id"],
-                    row["visibility_scope"], list(row["shared_with"] or []))
-        if c.kind == "tool_memory":
-            return (row["owner_participant_id"], row["owner_model_run_id"],
-                    row["visibility_scope"], [])
-        run = self.runs.get(row["model_run_id"]) or {}
-        return run.get("participant_id"), row["model_run_id"], "participant_private", []
+            owner, run, scope, shared = (row["participant_id"], row["model_run_id"],
+                                         row["visibility_scope"], [])
+        elif c.kind == "tool_artifact":
+            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
+                                         row["visibility_scope"], list(row["shared_with"] or []))
+        elif c.kind == "tool_memory":
+            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
+                                         row["visibility_scope"], [])
+        else:
+            owner, run, scope, shared = (None, row["model_run_id"], "participant_private", [])
+        if owner is None:
+            owner = (self.runs.get(run or "") or {}).get("participant_id")
+        if owner not in self.participants:
+            owner = None
+        return owner, run, scope, shared
 
-    def is_child_of(self, owner_run: str | None, participant: str) -> bool:
+    def child_chain(self, owner_run: str | None, participant: str) -> list[dict[str, Any]]:
+        """The subagent runs between ``participant`` and a record of ``owner_run``: [] unless
+        the run is a subagent child (or a child of a child, ...) of a run of ``participant``;
+        else the runs from the owner run up to the one just below the participant's run."""
+        chain: list[dict[str, Any]] = []
         r = self.runs.get(owner_run or "")
-        if r is None or r["runtime_kind"] != "subagent_child" or r["participant_id"] == participant:
-            return False
-        parent = self.runs.get(r["parent_model_run_id"] or "")
-        return parent is not None and parent["participant_id"] == participant
+        seen: set[str] = set()
+        while (r is not None and r["runtime_kind"] == "subagent_child"
+               and r["participant_id"] != participant and r["model_run_id"] not in seen):
+            seen.add(r["model_run_id"])
+            chain.append(r)
+            parent = self.runs.get(r["parent_model_run_id"] or "")
+            if parent is not None and parent["participant_id"] == participant:
+                return chain
+            r = parent
+        return []
 
 
 def _index(snapshot: Snapshot, conversation_id: str) -> _Index:
@@ -517,21 +554,27 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
             c.add(3, "branch", "deny", "sibling_branch", f"sibling branch {c.branch}")
 
     # 4 visibility and ownership
+    chains_of: dict[int, list[dict[str, Any]]] = {}  # id(cand) -> its subagent chain
     for c in live():
         if c.kind in ("skill_state", "checkpoint"):
             continue
         owner, owner_run, scope, shared = ix.owner(c)
         if scope == "audit_only" and policy.visibility.audit_only_excluded:
             c.add(4, "visibility", "deny", "audit_only", "audit-only record")
-        elif ix.is_child_of(owner_run, me):
+        elif scope == "participant_private" and owner is None:
+            # fail closed whatever the policy says: nobody can be shown to own it
+            c.add(4, "ownership", "deny", "owner_unknown",
+                  "participant-private, but its owner participant cannot be resolved")
+        elif (chain := ix.child_chain(owner_run, me)):
+            chains_of[id(c)] = chain
             c.child = True
-        elif (scope == "participant_private" and owner is not None and owner != me
+        elif (scope == "participant_private" and owner != me
               and me not in shared and policy.ownership.participant_isolation):
             c.add(4, "ownership", "deny", "participant_private", f"private to {owner}")
 
     # 5 privacy and provider
     blocked_raw = set(policy.privacy.raw_blocked_classes)
-    rule = policy.privacy.providers.get(req.provider)
+    rule = policy.privacy.rule_for(req.provider)
     blocked_here = set(rule.blocked_classes) if rule is not None else set()
     for c in live():
         if c.kind not in ("tool_artifact", "tool_memory"):
@@ -546,6 +589,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
 
     # 6 contradiction and supersession
     live_mems = {c.rid: c for c in live() if c.kind == "tool_memory"}
+    mem_cands = {c.rid: c for c in cands if c.kind == "tool_memory"}
     con = policy.contradiction
     if con.supersession == "omit_obsolete":
         for c in sorted(live_mems.values(), key=lambda c: c.rid):
@@ -576,6 +620,9 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
                 c.add(6, "contradiction", "deny", "redundant",
                       f"conflicts with {best.rid} (confidence {best.row['confidence']:.2f}"
                       f" over {c.row['confidence']:.2f})")
+
+    if not invert_supersession:  # the drift build has no notion of a replacement's direction
+        _hidden_supersession(live_mems, ix, mem_cands, policy)
 
     # 7 freshness and provenance
     fresh = policy.freshness
@@ -612,20 +659,12 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
 
     # 8 promotion and rehydration
     mode = policy.ownership.child_promotion
-    bytes_left = req.byte_budget if req.byte_budget is not None else policy.rehydration.byte_budget
+    bytes_left = policy.rehydration.byte_budget  # the request's recorded byte_budget is informational
     exact = set(req.exact_evidence_ids) if policy.rehydration.trigger == "exact_evidence" else set()
+    replaceable: list[tuple[_Cand, list[str]]] = []  # raw artifacts that wait for their memory
     for c in live():
         if c.child:
-            owner_run = ix.owner(c)[1]
-            ok = c.kind == "tool_memory" and c.row["promotion_policy"] != "never" and (
-                mode == "auto" or (mode == "explicit" and c.row["promoted"]))
-            if ok:
-                c.add(8, "promotion", "allow", "promoted_child_output",
-                      f"promoted from child run {owner_run}")
-                c.rendering = c.rendering or "compact_memory"
-            else:
-                c.add(8, "promotion", "deny", "child_not_promoted",
-                      f"output of child run {owner_run}, not promoted to the parent")
+            _promote(c, chains_of[id(c)], mode)
             continue
         if c.kind == "tool_artifact":
             settled = c.row["status"] == "succeeded"
@@ -641,8 +680,8 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
             elif settled:
                 derived = [m for m in ix.mem_by_source.get(c.rid, []) if ix.mems[m]["created_at"] <= at]
                 if derived:
-                    c.add(8, "rehydration", "replace", "raw_replaced_by_memory",
-                          f"replaced by compact memory {derived[0]}")
+                    # decided after the budget: replaced only by a memory that is in the prompt
+                    replaceable.append((c, derived))
                     c.alive = False
                 else:
                     c.add(8, "rehydration", "allow", "lineage",
@@ -697,7 +736,9 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         c.rendering = "verbatim"
 
     # 11 budget
-    budget = req.token_budget if req.token_budget is not None else policy.budget.token_budget
+    budget = policy.budget.token_budget
+    if req.context_limit is not None and req.context_limit < budget:
+        budget = req.context_limit
     available = budget - policy.budget.reserve_tokens
     rank = {k: i for i, k in enumerate(policy.ranking.order)}
 
@@ -719,9 +760,35 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         conf = -float(c.row["confidence"]) if c.kind == "tool_memory" else 0.0
         return (rank.get(key, len(rank)), conf, -c.created.timestamp(), c.rid)
 
+    cut: _Cand | None = None  # the newest message that did not fit: every older one goes too
     for c in sorted((c for c in live() if not c.protected), key=order):
         if c.rendering is None:
             c.rendering = "compact_memory" if c.kind == "tool_memory" else "verbatim"
+        t = shown(c)
+        if c.kind == "message" and cut is not None:
+            c.add(11, "budget", "deny", "over_budget",
+                  f"older than {cut.rid}, which did not fit; the history keeps no holes")
+        elif used + t <= available:
+            used += t
+        else:
+            c.add(11, "budget", "deny", "over_budget", f"over budget by {used + t - available} tokens")
+            if c.kind == "message":
+                cut = c
+
+    # raw artifacts with a derived memory: replaced only by a memory that is in the prompt;
+    # otherwise shown as a reference on their own, if they fit in what the budget has left
+    for c, derived in replaceable:
+        shown_mems = [m for m in derived if mem_cands.get(m) is not None and mem_cands[m].alive]
+        if shown_mems:
+            c.add(8, "rehydration", "replace", "raw_replaced_by_memory",
+                  f"replaced by compact memory {shown_mems[0]}")
+            continue
+        first = mem_cands.get(derived[0])
+        why = first.decisions[-1][3] if first is not None and first.decisions else "not a candidate"
+        c.alive = True
+        c.add(8, "rehydration", "allow", "lineage",
+              f"its compact memory {derived[0]} is not in the prompt ({why}); shown as a reference")
+        c.rendering = "reference"
         t = shown(c)
         if used + t <= available:
             used += t
@@ -758,6 +825,60 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         for i, (step, kind, rid, d) in enumerate(chains, 1)]
     return Assembly.from_rows(req.assembly_id, policy.version, assembler, records, decisions,
                               baseline_tokens, baseline_messages)
+
+
+# the stages that hide a record from this request (not a record it never had: a later
+# record, or one of a sibling branch, is not in this request's history at all)
+_HIDING_STEPS = (4, 5)
+
+
+def _hidden_supersession(live_mems: dict[str, _Cand], ix: _Index, mem_cands: dict[str, _Cand],
+                         policy: Policy) -> None:
+    """A live memory whose replacement exists but is hidden from this request (private,
+    audit-only, owner unknown, blocked for the provider) is not shown as a current fact:
+    it becomes a stale marker (stale_action mark) or is omitted as superseded."""
+    for c in sorted(live_mems.values(), key=lambda c: c.rid):
+        if not c.alive:
+            continue
+        hidden = []
+        for n in ix.replaced_by.get(c.rid, []):
+            other = mem_cands.get(n)
+            if n == c.rid or other is None or other.alive or not other.decisions:
+                continue
+            step, _fam, _out, reason, _detail = other.decisions[-1]
+            if step in _HIDING_STEPS:
+                hidden.append((n, reason))
+        if not hidden:
+            continue
+        n, reason = hidden[0]
+        why = f"superseded by {n}, which this request may not see ({reason})"
+        if policy.freshness.stale_action == "mark":
+            tools = ", ".join(c.row["revalidation_tools"] or []) or "its source tool"
+            c.add(6, "contradiction", "mark", "stale_marker", f"{why}; revalidate with {tools}")
+            c.rendering = "stale_marker"
+        else:
+            c.add(6, "contradiction", "deny", "superseded", why)
+
+
+def _promote(c: _Cand, chain: list[dict[str, Any]], mode: str) -> None:
+    """Promotion of a subagent's record through each run of its chain (owner run first):
+    under ``explicit`` a memory's ``promoted`` flag lifts it one level, to the run that
+    spawned its owner; reaching further up needs that run to promote it again (its own
+    promoted memory), so a grandchild's memory does not reach its grandparent."""
+    owner_run = chain[0]["model_run_id"]
+    path = " through ".join(r["model_run_id"] for r in chain)
+    ok = c.kind == "tool_memory" and c.row["promotion_policy"] != "never" and (
+        mode == "auto" or (mode == "explicit" and c.row["promoted"]))
+    if ok and mode == "explicit" and len(chain) > 1:
+        c.add(8, "promotion", "deny", "child_not_promoted",
+              f"output of run {owner_run}, promoted to {chain[1]['model_run_id']} only; "
+              f"not promoted further up to this run")
+    elif ok:
+        c.add(8, "promotion", "allow", "promoted_child_output", f"promoted from child run {path}")
+        c.rendering = c.rendering or "compact_memory"
+    else:
+        c.add(8, "promotion", "deny", "child_not_promoted",
+              f"output of child run {owner_run}, not promoted to the parent")
 
 
 # --------------------------------------------------------------------------- plugins

@@ -48,6 +48,7 @@ OMITTED_PHRASES = {
     "outside_window": "it fell outside the recent-message window",
     "sibling_branch": "it belongs to a sibling branch, not this request's lineage",
     "participant_private": "it is private to another participant",
+    "owner_unknown": "it is private and its owner cannot be resolved, so no participant sees it",
     "audit_only": "it is kept for audit only and never sent to a model",
     "child_not_promoted": "it is a subagent's output that was not promoted to the parent",
     "privacy_restricted": "its privacy class is blocked as raw data by the policy",

@@ -4,20 +4,26 @@ A policy version is one TOML file ``<version>.toml`` in a folder (the registry).
 ``version`` must equal the file name, ``extends`` names the parent version (tables merge key
 by key, scalars and lists replace), and every other top-level table is one policy family.
 Unknown keys, wrong types and impossible values are errors naming the file, the dotted key
-and the problem; so are ``extends`` cycles and unknown parents. ``docs/policies.md`` states
-every key, its type, default and meaning.
+and the problem; so are ``extends`` cycles and unknown parents, a missing key (blamed on the
+file that lacks it), duplicate ``ranking.order`` entries and provider tables whose names
+collide case-insensitively (provider names are matched in lower case). ``docs/policies.md``
+states every key, its type, default and meaning.
+
+A policy can also be loaded from a file anywhere (``PolicyRegistry.resolve("path/v7.toml")``):
+its ``extends`` chain is looked up first in the file's own folder, then in the registry.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ingest.errors import ContextlensError
 
@@ -26,6 +32,7 @@ __all__ = [
     "PolicyChange",
     "PolicyRegistry",
     "bundled_policies_dir",
+    "load_policy",
     "load_registry",
     "flatten",
 ]
@@ -83,6 +90,23 @@ class PrivacyPolicy(BaseModel):
     )
     providers: dict[str, ProviderRule] = Field(default_factory=dict)
 
+    @field_validator("providers")
+    @classmethod
+    def _lower_case_providers(cls, value: dict[str, ProviderRule]) -> dict[str, ProviderRule]:
+        # a request's provider is matched case-insensitively: "OpenAI" rules apply to "openai"
+        out: dict[str, ProviderRule] = {}
+        for name, rule in value.items():
+            key = name.lower()
+            if key in out:
+                raise ValueError(f"provider '{name}' collides with another provider table "
+                                 f"(names are matched case-insensitively)")
+            out[key] = rule
+        return out
+
+    def rule_for(self, provider: str | None) -> ProviderRule | None:
+        """The rule of ``provider`` (any case), or None."""
+        return self.providers.get((provider or "").lower())
+
 
 class FreshnessPolicy(BaseModel):
     """Windows in hours per freshness class; ``None`` (absent) means never stale."""
@@ -135,6 +159,16 @@ class RankingPolicy(BaseModel):
             "tool_artifact", "tool_call",
         ]
     )
+
+    @field_validator("order")
+    @classmethod
+    def _no_duplicates(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for v in value:
+            if v in seen:
+                raise ValueError(f"duplicate entry '{v}'")
+            seen.add(v)
+        return value
 
 
 class Policy(BaseModel):
@@ -236,6 +270,8 @@ def _problem(err: dict[str, Any]) -> str:
         return f"expected one of {expected}, got {_shown(got)}"
     if kind == "greater_than_equal":
         return f"must be >= {(err.get('ctx') or {}).get('ge')}, got {_shown(got)}"
+    if kind == "value_error" and (err.get("ctx") or {}).get("error") is not None:
+        return str(err["ctx"]["error"])
     return f"{err.get('msg', 'invalid value')}, got {_shown(got)}"
 
 
@@ -258,7 +294,9 @@ class PolicyRegistry:
                  label: str | None = None) -> None:
         self.folder = Path(folder) if folder is not None else Path("policies")
         self._label = label or self.folder.name or "policies"
+        self._where = str(self.folder) if texts is None else self._label
         self._raw: dict[str, dict[str, Any]] = {}
+        self._files: dict[str, str] = {}  # version -> file name in messages, when not label/v.toml
         self._resolved: dict[str, dict[str, Any]] = {}
         self._policies: dict[str, Policy] = {}
         if texts is None:
@@ -284,7 +322,7 @@ class PolicyRegistry:
 
     # ---- loading
     def _file(self, stem: str) -> str:
-        return f"{self._label}/{stem}.toml"
+        return self._files.get(stem) or f"{self._label}/{stem}.toml"
 
     def _parse(self, stem: str, text: str) -> dict[str, Any]:
         file = self._file(stem)
@@ -304,7 +342,28 @@ class PolicyRegistry:
         parent = raw.get("extends")
         if parent is not None and not isinstance(parent, str):
             raise ContextlensError(f"{file}: key extends: expected a string, got {_shown(parent)}")
-        return raw
+        return self._lower_providers(file, raw)
+
+    @staticmethod
+    def _lower_providers(file: str, raw: dict[str, Any]) -> dict[str, Any]:
+        """Provider table names in lower case, before ``extends`` merges them, so a child's
+        ``[privacy.providers.OpenAI]`` overrides its parent's ``openai``."""
+        privacy = raw.get("privacy")
+        providers = privacy.get("providers") if isinstance(privacy, dict) else None
+        if not isinstance(providers, dict):
+            return raw
+        lowered: dict[str, Any] = {}
+        first: dict[str, str] = {}
+        for name, rule in providers.items():
+            key = name.lower()
+            if key in lowered:
+                raise ContextlensError(
+                    f"{file}: key privacy.providers.{name}: collides with privacy.providers."
+                    f"{first[key]} (provider names are matched case-insensitively)"
+                )
+            lowered[key] = rule
+            first[key] = name
+        return {**raw, "privacy": {**privacy, "providers": lowered}}
 
     def _resolve(self, stem: str, chain: tuple[str, ...]) -> dict[str, Any]:
         if stem in self._resolved:
@@ -331,9 +390,10 @@ class PolicyRegistry:
             first = err.errors()[0]
             loc = tuple(first["loc"])
             key = ".".join(str(p) for p in loc)
-            # name the file of the chain that wrote the offending key
+            # name the file of the chain that wrote the offending key; a missing key is
+            # the fault of the file that lacks it
             owner = stem
-            node = stem
+            node = stem if first["type"] != "missing" else None
             while node is not None:
                 if _has_path(self._raw[node], loc):
                     owner = node
@@ -349,6 +409,9 @@ class PolicyRegistry:
         return sorted(self._raw, key=_natural)
 
     def get(self, version: str) -> Policy:
+        """The policy of ``version``; a reference ending in ``.toml`` is a file (see resolve)."""
+        if version.endswith(".toml") and version not in self._policies:
+            return self.resolve(version)
         try:
             return self._policies[version]
         except KeyError:
@@ -356,6 +419,61 @@ class PolicyRegistry:
             raise ContextlensError(
                 f"unknown policy version '{version}' (known: {known})"
             ) from None
+
+    def resolve(self, ref: str | Path) -> Policy:
+        """A policy by version name, or from a TOML file when ``ref`` ends in ``.toml``.
+
+        A file's ``extends`` chain is looked up first in the file's own folder, then among
+        this registry's versions (files of the chain shadow same-named versions for this
+        lookup only; the registry is not changed); errors name the file, key and problem."""
+        text = str(ref)
+        if not isinstance(ref, Path) and not text.endswith(".toml"):
+            return self.get(text)
+        path = Path(text)
+        if not path.is_file():
+            raise ContextlensError(f"policy file {path} not found")
+        loaded: dict[str, Path] = {}
+        node: Path | None = path
+        while node is not None and node.stem not in loaded:
+            loaded[node.stem] = node
+            try:
+                raw = tomllib.loads(node.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                break  # _parse below reports it with the file name
+            parent = raw.get("extends")
+            sibling = node.parent / f"{parent}.toml" if isinstance(parent, str) else None
+            node = sibling if sibling is not None and sibling.is_file() else None
+        # resolved in a copy: the chain's files shadow same-named versions for this lookup
+        # only, and this registry stays as it was
+        view = object.__new__(PolicyRegistry)
+        view.__dict__.update(self.__dict__)
+        view._raw, view._files = dict(self._raw), dict(self._files)
+        view._resolved, view._policies = {}, {}
+        for stem, file in loaded.items():
+            view._files[stem] = str(file)
+            try:
+                content = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise ContextlensError(f"{file}: cannot read: {err}") from None
+            view._raw[stem] = view._parse(stem, content)
+        view._resolve(path.stem, ())
+        return view._policies[path.stem]
+
+    def require(self, recorded: Mapping[str, int] | Iterable[str]) -> None:
+        """Check that every recorded policy version is here, else raise ONE ContextlensError
+        naming all the missing versions and how many requests recorded them.
+
+        ``recorded``: version -> number of requests, or one version per request (e.g. a
+        store's ``policy_version`` column)."""
+        counts = Counter(recorded) if not isinstance(recorded, Mapping) else Counter(dict(recorded))
+        missing = sorted((v for v in counts if v not in self._policies), key=_natural)
+        if not missing:
+            return
+        n = sum(counts[v] for v in missing)
+        raise ContextlensError(
+            f"policies folder {self._where} lacks {', '.join(missing)} "
+            f"recorded by {n} request{'s' if n != 1 else ''}"
+        )
 
     def __contains__(self, version: object) -> bool:
         return version in self._policies
@@ -396,3 +514,9 @@ def bundled_policies_dir() -> Path:
 def load_registry(folder: str | Path | None = None) -> PolicyRegistry:
     """The registry over ``folder`` (the bundled ``sample_data/policies`` when None)."""
     return PolicyRegistry(bundled_policies_dir() if folder is None else Path(folder))
+
+
+def load_policy(path: str | Path, registry: PolicyRegistry | None = None) -> Policy:
+    """The policy of a TOML file: its ``extends`` chain from the file's own folder first,
+    then from ``registry`` (the bundled one when None)."""
+    return (registry or load_registry(None)).resolve(Path(path))

@@ -32,8 +32,15 @@ SCENARIOS: tuple[str, ...] = (
     "broken_provenance", "exact_raw_csv_rehydration", "branch_isolation", "retry_critical_errors",
     "google_derived_privacy", "subagent_continuation", "autonomous_discussion_attribution",
     "child_subagent_artifacts", "parent_resume", "scheduled_task", "branch_send",
-    "incident_calendar_freshness", "drift_supersession",
+    "incident_calendar_freshness", "drift_supersession", "token_budget_growth",
+    "rehydration_byte_budget",
 )
+
+# context windows (input tokens) of the sample's models, recorded as context_limit
+MODEL_CONTEXT: dict[str, int] = {
+    "claude-sonnet-4-5": 200_000, "claude-haiku-4-5": 200_000, "claude-opus-4-1": 200_000,
+    "gpt-4.1": 1_047_576,
+}
 
 # moved to replay.assembler; re-exported here for the sample's callers
 from .assembler import SELECTION_FIELDS, selection_hash  # noqa: E402
@@ -112,15 +119,18 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
     for req in sorted(g.requests, key=lambda r: r.assembly_id):
         policy = registry.get(req.policy_version)
         run = runs[req.model_run_id]
+        limit = req.context_limit if req.context_limit is not None else MODEL_CONTEXT[run["model"]]
         request = Request(
             assembly_id=req.assembly_id, model_run_id=req.model_run_id,
             conversation_id=run["conversation_id"], branch_id=run["branch_id"],
             participant_id=run["participant_id"], runtime_kind=run["runtime_kind"],
             provider=run["provider"], model=run["model"], assembled_at=req.assembled_at,
             policy_version=req.policy_version, assembler_version=req.assembler_version,
-            token_budget=req.token_budget or policy.budget.token_budget,
-            byte_budget=req.byte_budget or policy.rehydration.byte_budget,
-            exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags))
+            # what the recorded runtime used: the policy's budgets, capped by the window
+            token_budget=min(policy.budget.token_budget, limit),
+            byte_budget=policy.rehydration.byte_budget,
+            exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags),
+            context_limit=limit)
         out = builds[req.assembler_version].assemble(snapshot, request, policy)
         inc = [r for r in out.records if r["decision"] == "included"]
         kinds = lambda k: [r for r in inc if r["record_kind"] == k]  # noqa: E731
@@ -133,6 +143,7 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
             "assembled_at": req.assembled_at,
             "token_budget": request.token_budget,
             "byte_budget": request.byte_budget,
+            "context_limit": request.context_limit,
             "exact_evidence_ids": req.exact_evidence_ids,
             "baseline_tokens": out.baseline_tokens,
             "assembled_tokens": out.assembled_tokens,

@@ -28,7 +28,13 @@ GRAPH_TABLES: tuple[str, ...] = (
 
 @dataclass
 class Request:
-    """What the runtime asked for; budgets of None fall back to the policy's defaults."""
+    """What the runtime asked for.
+
+    ``token_budget`` and ``byte_budget`` are what the recorded runtime used (informational:
+    a replay takes its budgets from the policy). ``context_limit`` is the most input tokens
+    the request could carry (the model's context window); it caps the policy's token
+    budget. None means unknown (no cap).
+    """
 
     assembly_id: str
     model_run_id: str
@@ -45,6 +51,7 @@ class Request:
     byte_budget: int | None
     exact_evidence_ids: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
+    context_limit: int | None = None
 
 
 _REQUEST_FIELDS = tuple(Request.__dataclass_fields__)

@@ -621,6 +621,8 @@ class Builder:
                 or context_window(run["model"])
                 or DEFAULT_CONTEXT_WINDOW,
                 "byte_budget": 0,
+                # the replay's budget cap; null when the model's window is not known
+                "context_limit": context_window_tokens or context_window(run["model"]),
                 "exact_evidence_ids": [],
                 "baseline_tokens": all_tokens + overhead,
                 "assembled_tokens": assembled,

@@ -35,10 +35,9 @@ class Request:
     assembled_at: dt.datetime
     policy_version: str
     assembler_version: str
-    token_budget: int | None
-    byte_budget: int | None
     exact_evidence_ids: list[str]
     tags: list[str]
+    context_limit: int | None = None  # None: the context window of the run's model
 
 
 @dataclass
@@ -130,7 +129,7 @@ class Graph:
                  preview: str | None = None, error: str | None = None,
                  content_type: str = "application/json", privacy: str = "internal",
                  vis: str = "participant_private", shared_with: tuple[str, ...] = (),
-                 retention: str = "keep", pad_tokens: int = 0) -> str:
+                 retention: str = "keep", pad_tokens: int = 0, tokens: int | None = None) -> str:
         c = self.get("tool_calls", call)
         r = self.get("model_runs", c["model_run_id"])
         raw = body.encode() if isinstance(body, str) else body
@@ -151,7 +150,9 @@ class Graph:
             "result_preview": preview if preview is not None else text[:160],
             "error": error, "byte_size": len(raw), "sha256": sha,
             "storage_ref": f"blobs/{sha}" if stored else None, "content_type": content_type,
-            "content_tokens": tokens_of(text), "privacy_class": privacy, "visibility_scope": vis,
+            # ``tokens`` for a body that is not text (an image costs far fewer tokens than bytes)
+            "content_tokens": tokens if tokens is not None else tokens_of(text),
+            "privacy_class": privacy, "visibility_scope": vis,
             "owner_participant_id": r["participant_id"], "owner_model_run_id": r["model_run_id"],
             "shared_with": list(shared_with), "branch_id": r["branch_id"],
             "retention_class": retention, "created_at": ts(at)})
@@ -218,10 +219,9 @@ class Graph:
 
     def request(self, run: str, at: str, policy: str, scenario: str | None = None,
                 tags: tuple[str, ...] = (), exact: tuple[str, ...] = (),
-                token_budget: int | None = None, byte_budget: int | None = None,
-                assembler: str = "ref-1.0.0") -> str:
+                assembler: str = "ref-1.0.0", context_limit: int | None = None) -> str:
         aid = self._new_id("asm")
         all_tags = ([f"scenario:{scenario}"] if scenario else []) + list(tags)
-        self.requests.append(Request(aid, run, ts(at), policy, assembler, token_budget,
-                                     byte_budget, list(exact), all_tags))
+        self.requests.append(Request(aid, run, ts(at), policy, assembler, list(exact), all_tags,
+                                     context_limit))
         return aid

@@ -1,10 +1,11 @@
 """Policy versions v1 to v6 shipped with the sample export, as TOML text.
 
 Each version names the version it ``extends`` and changes a few keys; the registry in
-``replay/policy.py`` merges the chain (tables merge key by key, lists and scalars replace). Budgets in the policy are
-the defaults a runtime puts on a request; the assembler uses the budgets recorded on the
-request (``context_assemblies.token_budget`` / ``byte_budget``) and the policy's
-``reserve_tokens``.
+``replay/policy.py`` merges the chain (tables merge key by key, lists and scalars replace). The
+policy's budgets are the ones a replay uses: the token budget capped by the request's
+``context_limit`` (the model's context window), and the rehydration byte budget; the budgets
+recorded on a request (``context_assemblies.token_budget`` / ``byte_budget``) only say what
+the recorded runtime used.
 """
 
 from __future__ import annotations

@@ -444,6 +444,7 @@ class _Batch:
             "assembled_at": _ts(self.at_us),
             "token_budget": pa.repeat(pa.scalar(6000, I64), n),
             "byte_budget": pa.repeat(pa.scalar(65536, I64), n),
+            "context_limit": pa.repeat(pa.scalar(200_000, I64), n),
             "exact_evidence_ids": _empty_lists(n),
             "baseline_tokens": per_assembly(baseline),
             "assembled_tokens": per_assembly(inc_tokens),

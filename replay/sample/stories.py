@@ -84,6 +84,7 @@ def build(seed: int) -> Graph:
     _ops(g, ask, answer, req)
     _debate(g, ask, answer, req)
     _agents(g, ask, answer, req)
+    _budgets(g, ask, answer, req)
     return g
 
 
@@ -267,7 +268,8 @@ def _launch(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
     err = "HTTP 503 upstream timeout; idempotency key inv-77 reserved for 24h, retry with the same key"
     g.artifact(c, "Traceback (most recent call last):\n  payments.create_invoice\n" + err,
                "2026-10-23 11:00:09", status="failed", error=err, preview=err, pad_tokens=300)
-    req(r, "2026-10-23 11:00:12", scenario="retry_critical_errors", token_budget=900)
+    # the runtime capped this request's input at 900 tokens: the failed call is kept over budget
+    req(r, "2026-10-23 11:00:12", scenario="retry_critical_errors", context_limit=900)
     c = g.call(r, "payments.create_invoice", args, "2026-10-23 11:00:40", "2026-10-23 11:00:44")
     a = g.artifact(c, _j({"invoice": "INV-2207", "amount": 14400, "status": "open"}), "2026-10-23 11:00:44")
     g.memory(main, [a], "Invoice INV-2207 created for the Vendor B deposit ($14,400).", "2026-10-23 11:00:45")
@@ -506,3 +508,61 @@ def _agents(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
     req(rr, "2026-10-26 14:06:02", scenario="parent_resume")
     answer(b, rr, "Competitor A has offline mode (no E2E encryption); Competitor B's research timed out, "
            "so I only have its pricing.", "2026-10-26 14:06:40")
+
+
+# ---------------------------------------------------------------------------- budgets (c-launch)
+RETRO_AREAS = ("checkout", "sync", "onboarding", "billing", "search", "exports", "mobile", "admin")
+RETRO_FINDINGS = (
+    "latency over 2s under load, needs a cache in front of the pricing service",
+    "error copy unclear, users retried and created duplicate drafts",
+    "feature flag left on in staging only, prod behaved differently",
+    "runbook step missing for rolling back the schema migration",
+    "alert fired late: the threshold was set per hour instead of per minute",
+)
+TICKET_ISSUES = (
+    "cannot open shared workspace after upgrade",
+    "offline edits lost after reconnect",
+    "invoice PDF shows the wrong currency",
+    "search misses documents created today",
+    "export to CSV times out on large sheets",
+    "mobile app logs out every morning",
+)
+
+
+def _numbered(prefix: str, first: tuple[str, ...], second: tuple[str, ...], n: int) -> str:
+    """Long, deterministic pasted text: ``n`` numbered lines."""
+    return "\n".join(f"{prefix} {i + 1:02d}. {first[i % len(first)]}: {second[(i * 3) % len(second)]}"
+                     for i in range(n))
+
+
+def _budgets(g: Graph, ask, answer, req) -> None:  # noqa: ANN001
+    """Budget keys change replays. Recorded under v4 (6000 tokens), the long pasted notes
+    fit; replayed under v3 (4000) they do not and, with them, every older message goes (no
+    holes in the history). The exact screenshot fits v4's 64 KiB rehydration byte budget,
+    not v6's 32 KiB. Nothing recorded earlier on b-main is affected: these come last."""
+    b, ana, claude = "b-main", "launch-ana", "launch-claude"
+    retro = "Launch dry-run retro notes:\n" + _numbered("R", RETRO_AREAS, RETRO_FINDINGS, 90)
+    _, r = ask(b, claude, retro, "2026-10-27 10:00:00", user=ana)
+    answer(b, r, "Noted: the dry run found latency, rollback and alerting gaps.", "2026-10-27 10:00:30")
+    tickets = "Support ticket digest (last 7 days):\n" + _numbered("T", TICKET_ISSUES, RETRO_AREAS, 150)
+    _, r = ask(b, claude, tickets, "2026-10-27 10:30:00", user=ana)
+    answer(b, r, "Noted: offline edits and exports lead the ticket digest.", "2026-10-27 10:30:30")
+    _, r = ask(b, claude, "Which risks from the dry run and the tickets overlap?", "2026-10-27 11:00:00",
+               user=ana)
+    req(r, "2026-10-27 11:00:02", scenario="token_budget_growth")
+    answer(b, r, "Sync and exports show up in both: offline edits lost, CSV export timeouts.",
+           "2026-10-27 11:00:30")
+
+    _, r = ask(b, claude, "Take a screenshot of the staging error dashboard and read me the exact "
+               "numbers.", "2026-10-27 11:30:00", user=ana)
+    c = g.call(r, "browser.screenshot", {"url": "https://grafana.example/d/staging-errors"},
+               "2026-10-27 11:30:05", "2026-10-27 11:30:09")
+    png = b"\x89PNG\r\n\x1a\n" + bytes((i * 7 + i // 256) % 256 for i in range(40_000))
+    shot = g.artifact(c, png, "2026-10-27 11:30:09", content_type="image/png", tokens=1600,
+                      preview="PNG 1600x1000: staging error dashboard")
+    g.memory(b, [shot], "Staging error dashboard (screenshot): error rate around 4%, mostly sync "
+             "timeouts.", "2026-10-27 11:30:10", freshness="volatile", confidence=0.7,
+             revalidation=("browser.screenshot",))
+    req(r, "2026-10-27 11:30:12", scenario="rehydration_byte_budget", exact=(shot,))
+    answer(b, r, "From the summary: about 4% errors, mostly sync timeouts; the exact figures need the "
+           "screenshot itself.", "2026-10-27 11:30:30")

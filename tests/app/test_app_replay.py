@@ -212,7 +212,7 @@ async def test_verify_lists_exactly_the_drifted_assemblies(sample_db: Path) -> N
         assert isinstance(screen, VerifyScreen)
         assert [d["assembly_id"] for d in screen.drifted] == DRIFTED
         total = screen.checked
-        assert total == 50 and screen.faithful == total - len(DRIFTED)
+        assert total == 52 and screen.faithful == total - len(DRIFTED)
         bar = screen.query_one("#verify-progress")
         assert bar.total == total and bar.progress == total
         summary = str(screen.query_one("#verify-summary").render())

@@ -44,16 +44,19 @@ class Mini:
                                   participant="p-user")
         self.run = g.run("b-main", "p-me", "2026-01-01 00:00:02", None, trigger=self.user_msg)
 
-    def request(self, at: str, run: str | None = None, *, token_budget: int | None = 100000,
-                byte_budget: int | None = None, exact: tuple[str, ...] = (),
-                runtime: str | None = None) -> Request:
+    def request(self, at: str, run: str | None = None, *, context_limit: int | None = None,
+                token_budget: int | None = 6000, byte_budget: int | None = 65536,
+                exact: tuple[str, ...] = (), runtime: str | None = None) -> Request:
+        """The request of ``run`` at ``at``: ``context_limit`` caps the policy's token budget;
+        ``token_budget``/``byte_budget`` are only what a recording would say it used."""
         r = self.g.get("model_runs", run or self.run)
         return Request(
             assembly_id="asm-t", model_run_id=r["model_run_id"], conversation_id=r["conversation_id"],
             branch_id=r["branch_id"], participant_id=r["participant_id"],
             runtime_kind=runtime or r["runtime_kind"], provider=r["provider"], model=r["model"],
             assembled_at=ts(at), policy_version="test", assembler_version="test",
-            token_budget=token_budget, byte_budget=byte_budget, exact_evidence_ids=list(exact), tags=[])
+            token_budget=token_budget, byte_budget=byte_budget, exact_evidence_ids=list(exact), tags=[],
+            context_limit=context_limit)
 
     def assemble(self, at: str, pol: Policy | None = None, **kw: Any) -> Assembly:
         return assemble(Snapshot(self.g.tables), self.request(at, **kw), pol or policy())

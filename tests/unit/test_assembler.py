@@ -19,7 +19,9 @@ from replay.assembler import (
     get_assembler,
     selection_hash,
 )
+from replay.policy import PolicyRegistry
 from replay.sample.drift import InvertedSupersessionAssembler
+from replay.sample.policies import POLICY_TOML
 from replay.snapshot import Snapshot
 
 
@@ -113,7 +115,7 @@ def test_unresolved_tool_state_is_protected_even_over_budget(status: str, comple
     call = m.g.call(m.run, "payments.create_invoice", {"amount": 1}, "2026-01-01 00:00:05", completed,
                     status=status, retryable=True)
     art = m.g.artifact(call, "x" * 4000, "2026-01-01 00:00:06", status=status, privacy="public")
-    a = m.assemble("2026-01-01 00:01:00", token_budget=510)  # 10 tokens after the reserve
+    a = m.assemble("2026-01-01 00:01:00", policy("v4", **{"budget.token_budget": 510}))  # 10 after the reserve
     for rid in (call, art):
         assert decision(a, rid) == ("included", "verbatim", "recovery_protected")
     assert "kept although over budget" in a.record(art)["detail"]
@@ -158,7 +160,10 @@ def test_exact_evidence_rehydrated_only_when_requested_allowed_and_within_bytes(
     at = "2026-01-01 00:01:00"
     assert decision(m.assemble(at), art) == ("omitted", None, "raw_replaced_by_memory")
     assert decision(m.assemble(at, exact=(art,)), art) == ("included", "rehydrated_raw", "rehydrated_exact")
-    assert decision(m.assemble(at, exact=(art,), byte_budget=3), art) == ("omitted", None, "byte_budget_exceeded")
+    small = policy("v4", **{"rehydration.byte_budget": 3})
+    assert decision(m.assemble(at, small, exact=(art,)), art) == ("omitted", None, "byte_budget_exceeded")
+    # the byte budget is the policy's: a recorded request's own byte_budget does not override it
+    assert decision(m.assemble(at, small, exact=(art,), byte_budget=10**9), art)[2] == "byte_budget_exceeded"
     never = policy("v4", **{"rehydration.trigger": "never"})
     assert decision(m.assemble(at, never, exact=(art,)), art)[2] == "raw_replaced_by_memory"
     # not allowed: a restricted class is never rehydrated, even when asked
@@ -248,7 +253,7 @@ def test_window_and_budget_order() -> None:
     kept = [rid for rid in ids if decision(a, rid)[0] == "included"]
     assert kept == ids[-12:]
     assert decision(a, ids[0])[2] == "outside_window"
-    tight = m.assemble("2026-01-01 00:02:00", policy("v1"), token_budget=560)
+    tight = m.assemble("2026-01-01 00:02:00", policy("v1", **{"budget.token_budget": 560}))
     kept = [rid for rid in ids if decision(tight, rid)[0] == "included"]
     assert kept and kept == ids[-len(kept):] and len(kept) < 12  # the newest fit first
     assert tight.assembled_tokens <= 60
@@ -343,3 +348,180 @@ def test_a_broken_plugin_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(asm_mod, "_entry_points", lambda: [Broken()])
     with pytest.raises(ContextlensError, match="assembler plugin 'broken' \\(x:y\\) failed to load"):
         available_assemblers()
+
+
+# ---------------------------------------------------------------------------- budgets
+
+
+def long_history(m: Mini, n: int = 10, tokens: int = 100) -> list[str]:
+    """``n`` user messages of about ``tokens`` tokens each, one a second, oldest first."""
+    return [m.g.message("b-main", "user", f"note {i} " + "x" * (4 * tokens - 8), f"2026-01-01 00:01:{i:02d}",
+                        participant="p-user") for i in range(n)]
+
+
+def test_the_policy_budget_decides_capped_by_the_context_limit() -> None:
+    m = Mini()
+    ids = long_history(m)
+    at = "2026-01-01 00:02:00"
+
+    def kept(a: Assembly) -> int:
+        return sum(decision(a, rid)[0] == "included" for rid in ids)
+
+    big = policy("v4", **{"budget.token_budget": 100_000})
+    small = policy("v4", **{"budget.token_budget": 1000})
+    # a recorded request's own token_budget no longer overrides the policy
+    assert kept(m.assemble(at, big, token_budget=600)) == 10
+    assert kept(m.assemble(at, small, token_budget=100_000)) < 10
+    # the model's context limit caps the policy's budget
+    capped = m.assemble(at, big, context_limit=1000)
+    assert kept(capped) == kept(m.assemble(at, small)) < 10
+    assert capped.assembled_tokens <= 1000 - 500
+    # a limit above the policy's budget changes nothing
+    assert m.assemble(at, small, context_limit=10**6).selection_hash == m.assemble(at, small).selection_hash
+
+
+def test_trimming_never_leaves_a_hole_in_the_history() -> None:
+    m = Mini()
+    old_small = m.g.message("b-main", "assistant", "ok", "2026-01-01 00:00:30", participant="p-me", run=m.run)
+    big = m.g.message("b-main", "user", "y" * 1600, "2026-01-01 00:00:40", participant="p-user")
+    newest = m.g.message("b-main", "assistant", "z" * 400, "2026-01-01 00:00:50", participant="p-me", run=m.run)
+    mem = m.g.memory("b-main", [], "a short fact", "2026-01-01 00:00:20")
+    # 300 tokens after the reserve: the newest message (100) fits, the big one (400) does not
+    a = m.assemble("2026-01-01 00:01:00", policy("v4", **{"budget.token_budget": 800}))
+    assert decision(a, newest)[0] == "included"
+    assert a.record(big)["reason_code"] == "over_budget"
+    assert "over budget by" in a.record(big)["detail"]
+    # the older short message would fit, but keeping it would leave a hole
+    assert decision(a, old_small) == ("omitted", None, "over_budget")
+    assert decision(a, m.user_msg) == ("omitted", None, "over_budget")
+    assert a.record(old_small)["detail"] == f"older than {big}, which did not fit; the history keeps no holes"
+    # later-ranked kinds still fill what is left
+    assert decision(a, mem)[0] == "included"
+
+
+def test_the_lowest_ranked_records_go_first() -> None:
+    m = Mini()
+    msg = m.g.message("b-main", "assistant", "m" * 800, "2026-01-01 00:00:30", participant="p-me", run=m.run)
+    mem = m.g.memory("b-main", [], "f" * 800, "2026-01-01 00:00:20")
+    pol = policy("v4", **{"budget.token_budget": 800})  # 300 after the reserve: room for one of them
+    a = m.assemble("2026-01-01 00:01:00", pol)
+    assert decision(a, msg)[0] == "included" and decision(a, mem)[2] == "over_budget"
+    memories_first = policy("v4", **{"budget.token_budget": 800, "ranking.order": [
+        "checkpoint", "skill_state", "exact_evidence", "tool_memory", "message", "tool_artifact", "tool_call"]})
+    b = m.assemble("2026-01-01 00:01:00", memories_first)
+    assert decision(b, mem)[0] == "included" and decision(b, msg)[2] == "over_budget"
+
+
+# ---------------------------------------------------------------------------- fail closed
+
+
+def test_a_private_record_whose_owner_cannot_be_resolved_is_omitted_for_everyone() -> None:
+    m = Mini()
+    nobody = m.g.memory("b-main", [], "whose is this?", "2026-01-01 00:00:03", vis="participant_private")
+    assert m.g.get("tool_memories", nobody)["owner_participant_id"] is None
+    ghost = m.g.memory("b-main", [], "a ghost's note", "2026-01-01 00:00:03", vis="participant_private")
+    m.g.get("tool_memories", ghost)["owner_participant_id"] = "p-ghost"  # no such participant
+    mine = m.g.memory("b-main", [], "my note", "2026-01-01 00:00:03", vis="participant_private", owner_run=m.run)
+    public = m.g.memory("b-main", [], "anyone may see", "2026-01-01 00:00:03")
+    other_run = m.g.run("b-main", "p-other", "2026-01-01 00:00:04", None)
+    open_policy = policy("v4", **{"ownership.participant_isolation": False})
+    for run in (m.run, other_run):
+        for pol in (policy(), open_policy):
+            a = m.assemble("2026-01-01 00:01:00", pol, run=run)
+            for rid in (nobody, ghost):
+                assert decision(a, rid) == ("omitted", None, "owner_unknown"), (run, rid)
+            assert decision(a, public)[0] == "included"
+    assert decision(m.assemble("2026-01-01 00:01:00"), mine)[0] == "included"
+    # an owner known only through the owner run is resolved
+    m.g.get("tool_memories", mine)["owner_participant_id"] = None
+    assert decision(m.assemble("2026-01-01 00:01:00"), mine)[0] == "included"
+    assert decision(m.assemble("2026-01-01 00:01:00", run=other_run), mine)[2] == "participant_private"
+
+
+def test_a_grandchild_output_reaches_the_grandparent_only_if_promoted_at_each_step() -> None:
+    m = Mini()
+    g = m.g
+    g.participant("p-subsub", "c", "SubSub", "subagent", "anthropic", "m-s")
+    child = g.run("b-main", "p-sub", "2026-01-01 00:00:03", None, runtime="subagent_child", parent_run=m.run)
+    grandchild = g.run("b-main", "p-subsub", "2026-01-01 00:00:04", None, runtime="subagent_child",
+                       parent_run=child)
+    deep = g.memory("b-main", [], "grandchild finding", "2026-01-01 00:00:05", vis="participant_private",
+                    owner_run=grandchild, promotion="explicit", promoted=True)
+    shallow = g.memory("b-main", [], "child finding", "2026-01-01 00:00:06", vis="participant_private",
+                       owner_run=child, promotion="explicit", promoted=True)
+    # a grandchild memory in branch scope is still a subagent's output, not free for the parent
+    loud = g.memory("b-main", [], "grandchild shout", "2026-01-01 00:00:05", owner_run=grandchild,
+                    promotion="explicit", promoted=True)
+    a = m.assemble("2026-01-01 00:01:00")
+    assert decision(a, shallow) == ("included", "compact_memory", "promoted_child_output")
+    for rid in (deep, loud):
+        assert decision(a, rid) == ("omitted", None, "child_not_promoted")
+        assert a.record(rid)["detail"] == (f"output of run {grandchild}, promoted to {child} only; "
+                                           "not promoted further up to this run")
+    # the child itself sees its own child's promoted output
+    as_child = m.assemble("2026-01-01 00:01:00", run=child)
+    assert decision(as_child, deep) == ("included", "compact_memory", "promoted_child_output")
+    # auto promotes at every step
+    auto = m.assemble("2026-01-01 00:01:00", policy("v4", **{"ownership.child_promotion": "auto"}))
+    assert decision(auto, deep)[2] == "promoted_child_output"
+    assert auto.record(deep)["detail"] == f"promoted from child run {grandchild} through {child}"
+
+
+def test_a_memory_superseded_by_a_hidden_record_is_not_shown_as_current() -> None:
+    m = Mini()
+    g = m.g
+    other_run = g.run("b-main", "p-other", "2026-01-01 00:00:03", None)
+    old = g.memory("b-main", [], "Dana is free Thursday.", "2026-01-01 00:00:03", revalidation=("calendar",))
+    new = g.memory("b-main", [], "Dana declined Thursday.", "2026-01-01 00:00:04", vis="participant_private",
+                   owner_run=other_run, supersedes=(old,))
+    at = "2026-01-01 00:01:00"
+    marked = m.assemble(at, policy("v4"))  # stale_action = mark
+    assert decision(marked, new) == ("omitted", None, "participant_private")
+    assert decision(marked, old) == ("included", "stale_marker", "stale_marker")
+    assert marked.record(old)["detail"] == (
+        f"superseded by {new}, which this request may not see (participant_private); revalidate with calendar")
+    omitted = m.assemble(at, policy("v1"))  # stale_action = omit
+    assert decision(omitted, old) == ("omitted", None, "superseded")
+    assert "may not see" in omitted.record(old)["detail"]
+    # the owner of the replacement sees it, and the old memory is simply superseded
+    own = m.assemble(at, run=other_run)
+    assert decision(own, new)[0] == "included" and decision(own, old)[2] == "superseded"
+    # a replacement on a sibling branch is not part of this history: the old fact stays current
+    g.branch("b-alt", "c", "alt", "2026-01-01 00:00:03", parent="b-main", fork=m.user_msg)
+    g.get("tool_memories", new).update(branch_id="b-alt", visibility_scope="branch")
+    assert decision(m.assemble(at), old) == ("included", "compact_memory", "compact_memory")
+
+
+def test_raw_replaced_by_memory_only_when_that_memory_is_in_the_prompt() -> None:
+    m = Mini()
+    call = m.g.call(m.run, "sheets.export_csv", {}, "2026-01-01 00:00:05", "2026-01-01 00:00:06")
+    art = m.g.artifact(call, "a,b\n1,2\n", "2026-01-01 00:00:06", content_type="text/csv")
+    mem = m.g.memory("b-main", [art], "CSV with a and b.", "2026-01-01 00:00:07", freshness="volatile")
+    fresh = m.assemble("2026-01-01 00:01:00", policy("v1"))
+    assert decision(fresh, mem)[0] == "included"
+    assert decision(fresh, art) == ("omitted", None, "raw_replaced_by_memory")
+    assert fresh.record(art)["detail"] == f"replaced by compact memory {mem}"
+    # a day later the memory is stale and omitted: the raw artifact is decided on its own
+    stale = m.assemble("2026-01-02 00:01:00", policy("v1"))
+    assert decision(stale, mem) == ("omitted", None, "stale")
+    assert decision(stale, art) == ("included", "reference", "lineage")
+    assert stale.record(art)["detail"] == f"its compact memory {mem} is not in the prompt (stale); shown as a reference"
+    # the memory's own budget fate counts too
+    m.g.get("tool_memories", mem)["content_tokens"] = 5000
+    starved = m.assemble("2026-01-01 00:01:00", policy("v1", **{"budget.token_budget": 600}))
+    assert decision(starved, mem)[2] == "over_budget"
+    assert decision(starved, art)[2] != "raw_replaced_by_memory"
+
+
+def test_provider_rules_match_the_provider_in_any_case() -> None:
+    m = Mini()
+    other_run = m.g.run("b-main", "p-other", "2026-01-01 00:00:03", None)  # provider openai
+    mem = m.g.memory("b-main", [], "PRD summary", "2026-01-01 00:00:04", privacy="google_derived")
+    texts = {v: POLICY_TOML[v] for v in ("v1", "v2")}
+    texts["v3"] = ('version = "v3"\nextends = "v2"\ndescription = "x"\n'
+                   '[privacy.providers.OpenAI]\nblocked_classes = ["google_derived"]\n')
+    pol = PolicyRegistry.from_texts(texts).get("v3")
+    assert decision(m.assemble("2026-01-01 00:01:00", pol, run=other_run), mem)[2] == "provider_restricted"
+    req = m.request("2026-01-01 00:01:00", other_run)
+    req.provider = "OPENAI"
+    assert decision(assemble(Snapshot(m.g.tables), req, pol), mem)[2] == "provider_restricted"

@@ -172,3 +172,75 @@ def test_a_copy_of_the_bundled_folder_loads_the_same(tmp_path: Path) -> None:
     reg = PolicyRegistry(tmp_path / "policies")
     bundled = load_registry(None)
     assert all(reg.get(v) == bundled.get(v) for v in bundled.versions())
+
+
+def test_provider_tables_match_provider_names_case_insensitively(tmp_path: Path) -> None:
+    write(tmp_path, "v1", BASE.format(v="v1"))
+    write(tmp_path, "v2", 'version = "v2"\nextends = "v1"\ndescription = "x"\n'
+          '[privacy.providers.OpenAI]\nblocked_classes = ["google_derived"]\n')
+    v2 = PolicyRegistry(tmp_path).get("v2")
+    # the child's OpenAI table overrides the parent's openai one instead of sitting beside it
+    assert list(v2.privacy.providers) == ["openai"]
+    assert v2.privacy.rule_for("openai").blocked_classes == ["google_derived"]
+    assert v2.privacy.rule_for("OPENAI") is v2.privacy.rule_for("openai")
+
+
+def test_provider_tables_colliding_case_insensitively_are_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "v1", BASE.format(v="v1") + '\n[privacy.providers.OpenAI]\nblocked_classes = []\n')
+    assert error_of(tmp_path) == (
+        f"{tmp_path.name}/v1.toml: key privacy.providers.OpenAI: collides with "
+        "privacy.providers.openai (provider names are matched case-insensitively)")
+
+
+def test_a_missing_key_is_blamed_on_the_file_that_lacks_it(tmp_path: Path) -> None:
+    write(tmp_path, "v6", BASE.format(v="v6"))
+    write(tmp_path, "v7", 'version = "v7"\nextends = "v6"\n[budget]\ntoken_budget = 200\n')
+    assert error_of(tmp_path) == f"{tmp_path.name}/v7.toml: key description: missing key"
+
+
+def test_duplicate_ranking_entries_are_rejected_naming_file_and_value(tmp_path: Path) -> None:
+    write(tmp_path, "v1", BASE.format(v="v1"))
+    write(tmp_path, "v2", 'version = "v2"\nextends = "v1"\ndescription = "x"\n[ranking]\n'
+          'order = ["message", "tool_memory", "message"]\n')
+    assert error_of(tmp_path) == f"{tmp_path.name}/v2.toml: key ranking.order: duplicate entry 'message'"
+
+
+def test_missing_recorded_versions_are_one_summary_error(tmp_path: Path) -> None:
+    shutil.copytree(bundled_policies_dir(), tmp_path / "policies")
+    for v in ("v5", "v6"):
+        (tmp_path / "policies" / f"{v}.toml").unlink()
+    reg = PolicyRegistry(tmp_path / "policies")
+    recorded = ["v4"] * 30 + ["v5"] * 8 + ["v6"] * 4  # one per request, as a store lists them
+    with pytest.raises(ContextlensError) as err:
+        reg.require(recorded)
+    assert str(err.value) == f"policies folder {tmp_path / 'policies'} lacks v5, v6 recorded by 12 requests"
+    reg.require({"v1": 3, "v4": 1})  # all present: no error
+    with pytest.raises(ContextlensError, match=r"lacks v9 recorded by 1 request$"):
+        reg.require({"v9": 1, "v4": 5})
+
+
+def test_a_policy_file_given_by_path_extends_from_its_folder_then_the_registry(tmp_path: Path) -> None:
+    reg = load_registry(None)
+    write(tmp_path, "v7", 'version = "v7"\nextends = "v6"\ndescription = "tight"\n[budget]\ntoken_budget = 200\n')
+    v7 = reg.resolve(str(tmp_path / "v7.toml"))
+    assert (v7.version, v7.budget.token_budget, v7.freshness.volatile) == ("v7", 200, 4)  # v6 from the registry
+    assert reg.get(str(tmp_path / "v7.toml")) == v7  # get() accepts a path too
+    assert "v7" not in reg and reg.resolve("v6") == reg.get("v6")  # the registry is unchanged
+    # a parent beside the file wins over the registry's version of the same name
+    write(tmp_path, "v6", 'version = "v6"\nextends = "v5"\ndescription = "local v6"\n[window]\nmax_messages = 3\n')
+    v7 = reg.resolve(tmp_path / "v7.toml")
+    assert v7.window.max_messages == 3 and v7.freshness.volatile == 168  # local v6 over the bundled v5
+    assert reg.get("v6").window.max_messages == 16
+
+
+def test_a_bad_policy_file_given_by_path_is_named(tmp_path: Path) -> None:
+    reg = load_registry(None)
+    with pytest.raises(ContextlensError, match="policy file .*v7.toml not found"):
+        reg.resolve(str(tmp_path / "v7.toml"))
+    write(tmp_path, "v7", 'version = "v7"\nextends = "v6"\ndescription = "x"\n[budget]\ntoken_budget = "lots"\n')
+    with pytest.raises(ContextlensError) as err:
+        reg.resolve(str(tmp_path / "v7.toml"))
+    assert str(err.value) == f"{tmp_path / 'v7.toml'}: key budget.token_budget: expected an integer, got 'lots'"
+    write(tmp_path, "v8", 'version = "v8"\nextends = "v0"\ndescription = "x"\n')
+    with pytest.raises(ContextlensError, match=r"v8.toml: key extends: extends unknown version 'v0'"):
+        reg.resolve(str(tmp_path / "v8.toml"))

@@ -37,7 +37,7 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
         "tool_artifacts", "tool_memories", "skill_states", "checkpoints")}
     tables["conversations"].append({"conversation_id": conv, "title": "p", "owner_id": "u", "created_at": t(0)})
     parts = {"me": ("model", "anthropic"), "other": ("model", "openai"), "user": ("user", None),
-             "sub": ("subagent", "anthropic")}
+             "sub": ("subagent", "anthropic"), "subsub": ("subagent", "anthropic")}
     for pid, (kind, prov) in parts.items():
         tables["participants"].append({"participant_id": pid, "conversation_id": conv, "label": pid,
                                        "kind": kind, "provider": prov, "model": prov and "m"})
@@ -52,7 +52,7 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
         m = {"message_id": f"msg-{len(msgs):03d}", "conversation_id": conv, "branch_id": branch,
              "parent_message_id": None, "role": role, "participant_id": who, "model_run_id": None,
              "speaker_label": None, "content": "x" * rnd.randint(1, 200),
-             "content_tokens": rnd.randint(1, 80),
+             "content_tokens": rnd.choice([rnd.randint(1, 30), rnd.randint(1, 400)]),
              "visibility_scope": rnd.choice(["branch"] * 3 + SCOPES), "created_at": t(at)}
         msgs.append(m)
         return m
@@ -89,7 +89,10 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
     mine = add_run("me", rnd.choice(branches), rnd.choice(["chat", "chat", "autonomous_discussion", "multi_model"]))
     for _ in range(rnd.randint(0, 3)):
         add_run(rnd.choice(["me", "other"]), rnd.choice(branches))
-    add_run("sub", rnd.choice(branches), "subagent_child", parent=rnd.choice([r for r in runs if r["participant_id"] == "me"])["model_run_id"])
+    child = add_run("sub", rnd.choice(branches), "subagent_child",
+                    parent=rnd.choice([r for r in runs if r["participant_id"] == "me"])["model_run_id"])
+    if rnd.random() < 0.5:  # a grandchild: a subagent spawned by the subagent
+        add_run("subsub", child["branch_id"], "subagent_child", parent=child["model_run_id"])
     tables["model_runs"] = runs
 
     calls: list[dict[str, Any]] = []
@@ -122,7 +125,7 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
     tables["tool_artifacts"] = arts
     mems: list[dict[str, Any]] = []
     for _ in range(rnd.randint(0, 7)):
-        owner = rnd.choice([None, *runs])
+        owner = rnd.choice([None, *runs, *[r for r in runs if r["runtime_kind"] == "subagent_child"] * 2])
         sources = rnd.sample([a["artifact_id"] for a in arts], k=min(len(arts), rnd.randint(0, 2)))
         if rnd.random() < 0.15:
             sources.append("art-missing")
@@ -170,18 +173,22 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
         provider=rnd.choice(["anthropic", "openai"]), model="m", assembled_at=at, policy_version="p",
         assembler_version="p", token_budget=rnd.choice([None, 0, 300, 800, 2000, 100000]),
         byte_budget=rnd.choice([None, 0, 2000, 100000]),
+        context_limit=rnd.choice([None, None, 0, 300, 800, 2000, 100000]),
         exact_evidence_ids=rnd.sample(art_ids, k=min(len(art_ids), rnd.randint(0, 2))), tags=[])
     return Snapshot(tables), req, {"runs": run_by, "calls": {c["tool_call_id"]: c for c in calls}}
 
 
 policies = st.builds(
-    lambda base, stale, broken, both, promo, window, trigger: policy(base, **{
+    lambda base, stale, broken, both, promo, window, trigger, tokens, nbytes: policy(base, **{
         "freshness.stale_action": stale, "freshness.broken_provenance": broken,
         "contradiction.show_both_sides": both, "ownership.child_promotion": promo,
-        "window.max_messages": window, "rehydration.trigger": trigger}),
+        "window.max_messages": window, "rehydration.trigger": trigger,
+        "budget.token_budget": tokens, "rehydration.byte_budget": nbytes}),
     st.sampled_from(["v1", "v3", "v4", "v5", "v6"]), st.sampled_from(["mark", "omit"]),
     st.sampled_from(["mark", "omit"]), st.booleans(), st.sampled_from(["auto", "explicit", "never"]),
-    st.integers(0, 12), st.sampled_from(["exact_evidence", "never"]))
+    st.integers(0, 12), st.sampled_from(["exact_evidence", "never"]),
+    st.sampled_from([0, 300, 600, 800, 1200, 2000, 6000, 100000]),
+    st.sampled_from([0, 2000, 65536]))
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -229,12 +236,21 @@ def facts(snap: Snapshot, ctx: dict[str, Any]) -> dict[tuple[str, str], dict[str
     return out
 
 
-def is_my_child(run_id: str | None, ctx: dict[str, Any]) -> bool:
+def child_depth(run_id: str | None, ctx: dict[str, Any]) -> int:
+    """1 for a subagent child run of a run of 'me', 2 for a grandchild, ...; 0 otherwise."""
     r = ctx["runs"].get(run_id or "")
-    if r is None or r["runtime_kind"] != "subagent_child" or r["participant_id"] == "me":
-        return False
-    parent = ctx["runs"].get(r["parent_model_run_id"] or "")
-    return parent is not None and parent["participant_id"] == "me"
+    depth = 0
+    while r is not None and r["runtime_kind"] == "subagent_child" and r["participant_id"] != "me":
+        depth += 1
+        parent = ctx["runs"].get(r["parent_model_run_id"] or "")
+        if parent is not None and parent["participant_id"] == "me":
+            return depth
+        r = parent
+    return 0
+
+
+def is_my_child(run_id: str | None, ctx: dict[str, Any]) -> bool:
+    return child_depth(run_id, ctx) > 0
 
 
 def state_of(call: dict[str, Any], calls: dict[str, dict[str, Any]], at: dt.datetime) -> str:
@@ -284,7 +300,7 @@ def test_one_final_decision_per_candidate(seed: int, pol: Policy) -> None:
         assert (r["rendering"] is None) == (r["decision"] == "omitted")
 
 
-@PROPS
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), pol=policies)
 def test_never_a_sibling_branch_foreign_private_or_audit_only_record(seed: int, pol: Policy) -> None:
     snap, req, ctx, a = run_case(seed, pol)
@@ -299,10 +315,15 @@ def test_never_a_sibling_branch_foreign_private_or_audit_only_record(seed: int, 
         shared_fill = r["record_kind"] == "tool_memory" and f["scope"] == "conversation"
         assert on or shared_fill, (key, "sibling branch")
         assert f["scope"] != "audit_only", (key, "audit only")
-        if f["scope"] == "participant_private" and f["owner"] not in (None, "me"):
-            assert "me" in f["shared"] or is_my_child(f["run"], ctx), (key, "foreign private")
+        owner = f["owner"] or (ctx["runs"].get(f["run"] or "") or {}).get("participant_id")
+        if f["scope"] == "participant_private":
+            assert owner is not None, (key, "private with no owner")
+            if owner != "me":
+                assert "me" in f["shared"] or is_my_child(f["run"], ctx), (key, "foreign private")
         if is_my_child(f["run"], ctx):
             assert r["reason_code"] == "promoted_child_output" and r["record_kind"] == "tool_memory"
+            if pol.ownership.child_promotion == "explicit":  # promoted one level at a time
+                assert child_depth(f["run"], ctx) == 1, (key, "grandchild output skipped a step")
 
 
 @PROPS
@@ -338,10 +359,56 @@ def test_superseded_never_included_while_its_replacement_is(seed: int, pol: Poli
 @given(seed=st.integers(0, 2**32 - 1), pol=policies)
 def test_budget_respected_except_by_protected_records(seed: int, pol: Policy) -> None:
     _, req, _, a = run_case(seed, pol)
-    budget = req.token_budget if req.token_budget is not None else pol.budget.token_budget
+    budget = pol.budget.token_budget  # the policy's, capped by the model's context limit
+    if req.context_limit is not None:
+        budget = min(budget, req.context_limit)
     available = budget - pol.budget.reserve_tokens
     inc = a.included()
     protected = sum(r["tokens"] for r in inc if r["reason_code"] == "recovery_protected")
     rest = sum(r["tokens"] for r in inc if r["reason_code"] != "recovery_protected")
     assert rest <= max(0, available - protected)
     assert a.assembled_tokens == protected + rest
+
+
+@PROPS
+@given(seed=st.integers(0, 2**32 - 1), pol=policies)
+def test_never_a_hole_in_the_history_under_any_budget(seed: int, pol: Policy) -> None:
+    """Once a message is dropped for the budget, no older message is kept."""
+    snap, _, _, a = run_case(seed, pol)
+    created = {m["message_id"]: m["created_at"] for m in snap.tables["messages"]}
+    msgs = [r for r in a.records if r["record_kind"] == "message"]
+    # newest first (ties by id): every kept message must come before the first dropped one
+    def age(r: dict[str, Any]) -> tuple[float, str]:
+        return (-created[r["record_id"]].timestamp(), r["record_id"])
+
+    kept = [age(r) for r in msgs if r["decision"] == "included"]
+    dropped = [age(r) for r in msgs if r["reason_code"] == "over_budget"]
+    if dropped and kept:
+        assert max(kept) < min(dropped), (max(kept), min(dropped))
+
+
+@PROPS
+@given(seed=st.integers(0, 2**32 - 1), pol=policies)
+def test_raw_replaced_only_by_a_memory_in_the_prompt(seed: int, pol: Policy) -> None:
+    _, _, _, a = run_case(seed, pol)
+    included = {r["record_id"] for r in a.included() if r["record_kind"] == "tool_memory"}
+    for r in a.records:
+        if r["reason_code"] == "raw_replaced_by_memory":
+            assert r["detail"].rsplit(" ", 1)[-1] in included, r
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), pol=policies)
+def test_a_memory_replaced_by_a_hidden_record_is_never_shown_as_current(seed: int, pol: Policy) -> None:
+    snap, _, _, a = run_case(seed, pol)
+    final = {r["record_id"]: r for r in a.records if r["record_kind"] == "tool_memory"}
+    hidden = {"participant_private", "audit_only", "owner_unknown", "provider_restricted"}
+    for m in snap.tables["tool_memories"]:
+        r = final.get(m["memory_id"])
+        if r is None or r["decision"] != "included" or r["rendering"] != "compact_memory":
+            continue
+        replacements = {m["superseded_by"]} if m["superseded_by"] else set()
+        replacements |= {n["memory_id"] for n in snap.tables["tool_memories"] if m["memory_id"] in n["supersedes"]}
+        replacements.discard(m["memory_id"])
+        for n in replacements:
+            assert n not in final or final[n]["reason_code"] not in hidden, (m["memory_id"], final[n])

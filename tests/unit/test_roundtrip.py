@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.contract import ENUMS, INCLUDED_REASONS, OMITTED_REASONS, TABLES
+from ingest.contract import ADDED_COLUMNS, ENUMS, INCLUDED_REASONS, OMITTED_REASONS, TABLES
 from ingest.errors import ContextlensError, ValidationError
 from ingest.reexport import export_store
 from ingest.store import Store, ingest
@@ -283,7 +283,8 @@ def corrupt(export: Path, rows: dict[str, list[dict[str, Any]]], kind: str, data
         path.write_bytes(body[: data.draw(st.integers(0, len(body) - 1), label="keep bytes")])
     elif kind == "drop_column":
         name = table_with(lambda n: True)
-        col = data.draw(st.sampled_from(TABLES[name].column_names), label="column")
+        col = data.draw(st.sampled_from([c for c in TABLES[name].column_names if (name, c) not in ADDED_COLUMNS]),
+                        label="column")
         rewrite_table(export, name, read_table(export, name).drop_columns([col]))
     elif kind == "null_required":
         name = table_with(lambda n: bool(rows[n]))

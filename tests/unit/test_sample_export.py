@@ -416,3 +416,16 @@ def test_scale_mode_writes_a_valid_proportional_export(tmp_path: Path) -> None:
     assert {"in_window", "compact_memory", "not_yet_created", "sibling_branch", "superseded"} <= reasons
     again = write_sample(tmp_path / "scale-again", seed=7, scale=200)
     assert (again / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
+
+
+def test_recorded_budgets_are_the_policy_budgets_capped_by_the_context_limit(
+        assemblies: dict[str, dict]) -> None:
+    for a in assemblies.values():
+        pol = resolve(a["policy_version"])
+        assert a["context_limit"] is not None and a["context_limit"] > 0, a["assembly_id"]
+        assert a["token_budget"] == min(pol["budget"]["token_budget"], a["context_limit"]), a["assembly_id"]
+        assert a["byte_budget"] == pol["rehydration"]["byte_budget"], a["assembly_id"]
+    (retry,) = by_scenario(assemblies, "retry_critical_errors")
+    assert (retry["context_limit"], retry["token_budget"]) == (900, 900)
+    gpt = [a for a in assemblies.values() if a["model"] == "gpt-4.1"]
+    assert gpt and all(a["context_limit"] == 1_047_576 for a in gpt)

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from support.engine import policy
 
 from ingest.store import Store
 from replay.assembler import Assembly, assemble
-from replay.policy import load_registry
+from replay.policy import Policy, load_registry
 from replay.snapshot import Snapshot, load_request, load_snapshot
 
 REG = load_registry(None)
@@ -40,11 +41,13 @@ class Replayer:
             self._snaps[conversation_id] = load_snapshot(self.store, conversation_id)
         return self._snaps[conversation_id]
 
-    def run(self, assembly_id: str, version: str | None = None, **request_changes: Any) -> Assembly:
+    def run(self, assembly_id: str, version: str | Policy | None = None,
+            **request_changes: Any) -> Assembly:
         req = load_request(self.store, assembly_id)
         if request_changes:
             req = dataclasses.replace(req, **request_changes)
-        return assemble(self.snapshot(req.conversation_id), req, REG.get(version or req.policy_version))
+        pol = version if isinstance(version, Policy) else REG.get(version or req.policy_version)
+        return assemble(self.snapshot(req.conversation_id), req, pol)
 
     def rows(self, table: str, conversation_id: str) -> list[dict]:
         return self.snapshot(conversation_id).tables[table]
@@ -165,8 +168,10 @@ def test_retry_critical_and_deferred_tool_state_is_never_dropped(rp: Replayer) -
     assert {r["record_kind"] for r in protected} == {"tool_call", "tool_artifact"}
     assert all(r["decision"] == "included" for r in protected)
     assert by_reason(a, "over_budget")
+    # the request's 900-token context limit caps v4's 6000-token budget
+    assert load_request(rp.store, aid).context_limit == 900
     # even with a budget of nothing, the failed call stays
-    starved = rp.run(aid, token_budget=0)
+    starved = rp.run(aid, context_limit=0)
     assert {r["record_id"] for r in by_reason(starved, "recovery_protected")} == {r["record_id"] for r in protected}
     assert all("kept although over budget" in r["detail"] for r in by_reason(starved, "recovery_protected"))
     # the deferred picker is pending at its assembly time and kept
@@ -195,8 +200,11 @@ def test_exact_csv_rehydrated_only_when_requested_allowed_and_within_bytes(rp: R
     size = next(x for x in rp.rows("tool_artifacts", "c-launch") if x["artifact_id"] == art)["byte_size"]
     assert d(rp.run(aid), art) == ("included", "rehydrated_raw", "rehydrated_exact")
     assert d(rp.run(aid, exact_evidence_ids=[]), art) == ("omitted", None, "raw_replaced_by_memory")
-    assert d(rp.run(aid, byte_budget=size - 1), art) == ("omitted", None, "byte_budget_exceeded")
-    assert d(rp.run(aid, byte_budget=size), art)[0] == "included"
+    short = policy("v4", **{"rehydration.byte_budget": size - 1})
+    assert d(rp.run(aid, short), art) == ("omitted", None, "byte_budget_exceeded")
+    assert d(rp.run(aid, policy("v4", **{"rehydration.byte_budget": size})), art)[0] == "included"
+    # the request's recorded byte_budget is informational: the policy decides
+    assert d(rp.run(aid, short, byte_budget=10**9), art)[2] == "byte_budget_exceeded"
 
 
 def test_broken_provenance_marked_not_repaired(rp: Replayer) -> None:
@@ -229,3 +237,67 @@ def test_every_recorded_story_assembly_replays_to_its_recorded_hash(rp: Replayer
         if "drift" in row["tags"]:
             continue
         assert rp.run(row["assembly_id"]).selection_hash == row["selection_hash"], row["assembly_id"]
+
+
+def test_token_budget_growth_v4_budget_keeps_the_long_notes_v3_trims_without_holes(rp: Replayer) -> None:
+    (aid,) = rp.ids("token_budget_growth")
+    req = load_request(rp.store, aid)
+    assert req.policy_version == "v4" and req.context_limit == 200_000
+    v3, v4 = rp.run(aid, "v3"), rp.run(aid, "v4")
+    assert not by_reason(v4, "over_budget") and by_reason(v3, "over_budget", "message")
+    # the budget key alone makes the difference
+    v4_at_4000 = rp.run(aid, policy("v4", **{"budget.token_budget": 4000}))
+    assert v4_at_4000.selection_hash != v4.selection_hash
+    assert {r["record_id"] for r in by_reason(v4_at_4000, "over_budget", "message")} == {
+        r["record_id"] for r in by_reason(v3, "over_budget", "message")}
+    assert v3.assembled_tokens <= 4000 - 500 < v4.assembled_tokens <= 6000 - 500
+    # under v3 the history is cut at one point: everything older than the first drop is out
+    created = {m["message_id"]: m["created_at"] for m in rp.rows("messages", "c-launch")}
+    kept = [created[r["record_id"]] for r in v3.included() if r["record_kind"] == "message"]
+    dropped = [created[r["record_id"]] for r in by_reason(v3, "over_budget", "message")]
+    assert min(kept) > max(dropped)
+    notes = next(m for m in rp.rows("messages", "c-launch") if m["content"].startswith("Launch dry-run retro"))
+    assert d(v4, notes["message_id"])[0] == "included" and d(v3, notes["message_id"])[2] == "over_budget"
+    # the recorded request's own budget does not override the policy
+    assert rp.run(aid, "v3", token_budget=10**6).selection_hash == v3.selection_hash
+
+
+def test_rehydration_byte_budget_v6_halves_it_and_the_screenshot_no_longer_fits(rp: Replayer) -> None:
+    (aid,) = rp.ids("rehydration_byte_budget")
+    req = load_request(rp.store, aid)
+    (shot,) = req.exact_evidence_ids
+    size = next(x for x in rp.rows("tool_artifacts", "c-launch") if x["artifact_id"] == shot)["byte_size"]
+    assert 32768 < size <= 65536
+    assert d(rp.run(aid), shot) == ("included", "rehydrated_raw", "rehydrated_exact")  # recorded v4
+    v6 = rp.run(aid, "v6")
+    assert d(v6, shot) == ("omitted", None, "byte_budget_exceeded")
+    assert v6.record(shot)["detail"] == f"needs {size} bytes, 32768 left of the byte budget"
+    # its compact memory still carries the gist
+    mem = next(m for m in rp.rows("tool_memories", "c-launch") if shot in m["source_artifact_ids"])
+    assert d(v6, mem["memory_id"])[0] == "included"
+
+
+def test_a_tight_policy_file_extending_v6_sends_at_most_its_budget(rp: Replayer, tmp_path: Path) -> None:
+    """Done when: a policy file extending v6 with a 200-token budget sends at most 200
+    tokens plus protected records on a v5 incident request, and fewer than under v6."""
+    (tmp_path / "v7.toml").write_text('version = "v7"\nextends = "v6"\n'
+                                      'description = "tight"\n[budget]\ntoken_budget = 200\n')
+    v7 = REG.resolve(str(tmp_path / "v7.toml"))
+    for aid in rp.ids("incident_calendar_freshness"):
+        if load_request(rp.store, aid).policy_version != "v5":
+            continue
+        tight, v6 = rp.run(aid, v7), rp.run(aid, "v6")
+        protected = sum(r["tokens"] for r in by_reason(tight, "recovery_protected"))
+        assert tight.assembled_tokens - protected <= 200
+        assert tight.assembled_tokens < v6.assembled_tokens
+        assert by_reason(tight, "over_budget")
+
+
+def test_fail_closed_rules_hold_on_every_sample_assembly_under_every_version(rp: Replayer) -> None:
+    """No raw artifact is said to be replaced by a memory that is not in the prompt."""
+    for row in rp.store.assembly_requests().to_pylist():
+        for version in REG.versions():
+            a = rp.run(row["assembly_id"], version)
+            shown = {r["record_id"] for r in a.included() if r["record_kind"] == "tool_memory"}
+            for r in by_reason(a, "raw_replaced_by_memory"):
+                assert r["detail"].rsplit(" ", 1)[-1] in shown, (row["assembly_id"], version, r)
