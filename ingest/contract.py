@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Optional
+import hashlib
+import json
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, create_model
@@ -436,3 +438,38 @@ class Manifest(BaseModel):
     producer: str
     created_at: dt.datetime
     tables: dict[str, TableManifest]
+
+
+# --------------------------------------------------------------------------- selection hash
+
+# The fields of a record that make up an assembly's selection (docs/export-format.md).
+SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
+
+
+def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table) -> str:
+    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
+    for every record of one assembly, sorted by (record_kind, record_id).
+
+    ``rows`` are assembly_records rows (dicts or an Arrow table with those columns) or
+    5-item sequences in that order. Equal selections hash equally on any machine.
+    """
+    if isinstance(rows, pa.Table):
+        rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
+    items = []
+    for row in rows:
+        if type(row) is dict or isinstance(row, Mapping):
+            pos = row["position"]
+            items.append([row["record_kind"], row["record_id"], row["decision"], row["rendering"],
+                          int(pos) if pos is not None else None])
+        else:
+            item = list(row)
+            if item[4] is not None:
+                item[4] = int(item[4])
+            items.append(item)
+    items.sort(key=_kind_id)
+    text = json.dumps(items, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _kind_id(item: list[Any]) -> tuple[Any, Any]:
+    return (item[0], item[1])

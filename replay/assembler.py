@@ -77,15 +77,13 @@ Other assemblers plug in through the entry point group ``contextlens.assemblers`
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from bisect import bisect_right
-import json
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-import pyarrow as pa
-
+from ingest.contract import SELECTION_FIELDS, selection_hash  # noqa: F401  (the one hash rule)
 from ingest.errors import ContextlensError
+from ingest.timefmt import sentence_time
 
 from .policy import Policy
 from .snapshot import Request, Snapshot
@@ -108,7 +106,6 @@ REFERENCE_VERSION = "1.0.0"
 MARKER_TOKENS = 24  # a stale marker / revalidation hint is short whatever the memory
 KIND_ORDER = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
               "tool_call": 4, "tool_artifact": 5}
-SELECTION_FIELDS = ("record_kind", "record_id", "decision", "rendering", "position")
 
 # The policy key(s) behind each reason code: what to change for another outcome (for "why").
 DECIDING_KEYS: dict[str, tuple[str, ...]] = {
@@ -149,35 +146,6 @@ def deciding_keys(policy_family: str, reason_code: str) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- results
-
-
-def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table) -> str:
-    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
-    for every record of one assembly, sorted by (record_kind, record_id).
-
-    ``rows`` are assembly_records rows (dicts or an Arrow table with those columns) or
-    5-item sequences in that order. Equal selections hash equally on any machine.
-    """
-    if isinstance(rows, pa.Table):
-        rows = rows.select(list(SELECTION_FIELDS)).to_pylist()
-    items = []
-    for row in rows:
-        if type(row) is dict or isinstance(row, Mapping):
-            pos = row["position"]
-            items.append([row["record_kind"], row["record_id"], row["decision"], row["rendering"],
-                          int(pos) if pos is not None else None])
-        else:
-            item = list(row)
-            if item[4] is not None:
-                item[4] = int(item[4])
-            items.append(item)
-    items.sort(key=_kind_id)
-    text = json.dumps(items, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _kind_id(item: list[Any]) -> tuple[Any, Any]:
-    return (item[0], item[1])
 
 
 @dataclass(frozen=True)
@@ -237,10 +205,6 @@ class AssemblerPlugin(Protocol):
 # --------------------------------------------------------------------------- helpers
 
 
-def fmt_ts(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-
-
 def fmt_age(delta: dt.timedelta) -> str:
     hours = int(delta.total_seconds() // 3600)
     days, hours = divmod(hours, 24)
@@ -250,10 +214,6 @@ def fmt_age(delta: dt.timedelta) -> str:
 def call_tokens(arguments_json: str) -> int:
     """Token cost of showing a tool call (tool_calls carry no content_tokens column)."""
     return 12 + len(arguments_json or "") // 4
-
-
-def _utc_str(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Cand:
@@ -521,7 +481,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
     for c in cands:
         if c.created > at:
             c.add(1, "window", "deny", "not_yet_created",
-                  f"created {_utc_str(c.created)}, after the assembly at {_utc_str(at)}")
+                  f"created {sentence_time(c.created)}, after the assembly at {sentence_time(at)}")
 
     # 2 retention
     removed = set(policy.retention.removed_classes)
@@ -646,7 +606,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         age = at - m["observed_at"]
         if window is not None and age > dt.timedelta(hours=window):
             since = m["observed_at"] + dt.timedelta(hours=window)
-            what = f"stale since {fmt_ts(since)} ({m['freshness_class']}, {window}h window)"
+            what = f"stale since {sentence_time(since)} ({m['freshness_class']}, {window}h window)"
             if fresh.stale_action == "mark":
                 c.add(7, "freshness", "mark", "stale_marker", f"{what}; revalidate with {tools}")
                 c.rendering = "stale_marker"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ingest.timefmt import sentence_time
+
 KIND_NAMES = {
     "message": "Message",
     "tool_call": "ToolCall",
@@ -104,15 +106,6 @@ def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, 
     return POLICY_KEYS.get(reason)
 
 
-def _ts(value: Any) -> str:
-    if value is None:
-        return "an unknown time"
-    try:
-        return value.strftime("%Y-%m-%d %H:%M UTC")
-    except AttributeError:
-        return str(value)
-
-
 def _provenance_clause(kind: str, provenance: list[dict[str, Any]]) -> str:
     if kind != "tool_memory":
         return ""
@@ -162,7 +155,7 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
     if reason == "stale":
         since = record.get("stale_after")
         tools = ", ".join(record.get("revalidation_tools") or [])
-        s = f"It has been stale since {_ts(since)}" if since else "It is stale"
+        s = f"It has been stale since {sentence_time(since)}" if since else "It is stale"
         return s + (f"; revalidating with {tools} would refresh it." if tools else "; a fresh observation would refresh it.")
     if reason == "superseded":
         by = record.get("superseded_by")

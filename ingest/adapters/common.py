@@ -1,9 +1,9 @@
 """Shared machinery of the transcript adapters: ids, time parsing, content blocks, the
-mechanical compact memory, the selection hash, and :class:`Builder`, which collects the rows
-of one transcript and writes them as a valid export with ``ExportWriter``.
+mechanical compact memory, and :class:`Builder`, which collects the rows of one transcript
+and writes them as a valid export with ``ExportWriter`` (the selection hash is the
+contract's, ``ingest.contract.selection_hash``).
 
-Nothing here imports ``replay/`` (the selection hash rule is copied from
-docs/export-format.md) nor any UI library.
+Nothing here imports ``replay/`` nor any UI library.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any, Iterable, Iterator, NamedTuple
 import pyarrow as pa
 
 from ..errors import ContextlensError
+from ..contract import selection_hash
+from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
 from ..writer import ExportWriter
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
 
@@ -63,13 +65,6 @@ def context_window(model: str | None) -> int | None:
 def canonical_json(obj: Any) -> str:
     """The canonical JSON of docs/export-format.md."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
-def selection_hash(rows: Iterable[tuple[str, str, str, str | None, int | None]]) -> str:
-    """sha256 of the canonical JSON of [record_kind, record_id, decision, rendering, position]
-    for all of an assembly's records, sorted by (record_kind, record_id)."""
-    items = sorted(([k, i, d, r, p] for k, i, d, r, p in rows), key=lambda x: (x[0], x[1]))
-    return hashlib.sha256(canonical_json(items).encode("utf-8")).hexdigest()
 
 
 def parse_ts(value: Any) -> dt.datetime | None:
@@ -596,7 +591,7 @@ class Builder:
             unattributed = recorded_input - inc_tokens
             assembled = recorded_input
             overhead = max(unattributed, 0)
-            tags += ["tokens:recorded", f"unattributed_tokens:{unattributed}"]
+            tags += [TOKENS_RECORDED, tag(UNATTRIBUTED_TOKENS, unattributed)]
             self.unattributed[aid] = unattributed
         else:
             assembled = inc_tokens + overhead_estimate

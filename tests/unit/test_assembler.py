@@ -92,7 +92,7 @@ def test_stale_memory_is_marked_or_omitted_never_current() -> None:
     assert decision(fresh, mem) == ("included", "compact_memory", "compact_memory")
     marked = m.assemble("2026-01-02 00:00:00", policy("v4"))
     assert decision(marked, mem) == ("included", "stale_marker", "stale_marker")
-    assert "stale since 2026-01-01T06:00Z" in marked.record(mem)["detail"]
+    assert "stale since 2026-01-01 06:00 UTC" in marked.record(mem)["detail"]
     assert "revalidate with calendar.freebusy" in marked.record(mem)["detail"]
     omitted = m.assemble("2026-01-02 00:00:00", policy("v1"))
     assert decision(omitted, mem) == ("omitted", None, "stale")

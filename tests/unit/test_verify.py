@@ -96,7 +96,7 @@ def test_incident_replayed_under_v4_or_v6_shows_a_stale_marker(store: Store, ver
         assert (recorded["rendering"], recorded["reason_code"]) == ("compact_memory", "compact_memory")
         replayed = service.replay(store, aid, version, REG).record(mem)
         assert (replayed["decision"], replayed["rendering"]) == ("included", "stale_marker")
-        assert "stale since 2026-10-27T" in replayed["detail"]
+        assert "stale since 2026-10-27 " in replayed["detail"]
         assert "revalidate with calendar.freebusy" in replayed["detail"]
         d = service.diff(store, aid, version, registry=REG)
         (change,) = [c for c in d.changes if c["record_id"] == mem]
