@@ -1,5 +1,7 @@
 """Find credentials in untrusted text and replace their values with a visible marker.
 
+(One module, and a long one, on purpose: every rule of what counts as a secret lives here.)
+
 Detection is done by the plugins of ``detect-secrets`` (Yelp's maintained detector): its
 keyword regexes for ``key: value`` / ``key = value`` forms in JSON, YAML and config syntax,
 its token detectors (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, Twilio, SendGrid, ...),

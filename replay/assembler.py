@@ -1,5 +1,8 @@
 """The reference assembler: ``assemble(snapshot, request, policy) -> Assembly``.
 
+It is the oracle every faster path is checked against, so it is kept as one file to be
+read top to bottom: the eleven stages in order, then the plugin protocol (hence its length).
+
 A pure, deterministic function of its inputs: no clock, no I/O, and every ordering uses
 stable keys (never set or dict iteration order of unordered data). It works on the graph
 **as of** ``request.assembled_at``. The stages, in order (``step`` is the stage number),

@@ -1,5 +1,7 @@
 """Versioned assembly policies: a pydantic model per family, TOML files with ``extends``.
 
+(The models, the file rules and the registry belong together: one module.)
+
 A policy version is one TOML file ``<version>.toml`` in a folder (the registry). Its
 ``version`` must equal the file name, ``extends`` names the parent version (tables merge key
 by key, scalars and lists replace), and every other top-level table is one policy family.

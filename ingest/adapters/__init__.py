@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import AdaptResult
+from .builder import AdaptResult, Builder
+from .common import EPOCH
 from .files import Sample
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -34,6 +35,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FORMATS",
     "AdaptResult",
+    "Builder",
+    "EPOCH",
     "Adapter",
     "ByteEstimator",
     "DEFAULT_ESTIMATOR",

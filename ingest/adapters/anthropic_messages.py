@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from .claude_code import recorded_input
-from .common import (
-    EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, canonical_json, iter_jsonl,
-    loads_document, parse_ts,
-)
+from .builder import AdaptResult, Builder, Placement, Rec
+from .common import EPOCH, as_text, blocks_text, canonical_json, parse_ts
+from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .tokens import TokenEstimator
 

@@ -1,5 +1,7 @@
 """Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``) -> export.
 
+(One format, one module: the event kinds it reads are listed below, in the order it meets them.)
+
 One line per event. What is read:
 
 - ``assistant`` lines: one API response is split over several lines sharing ``requestId`` /
@@ -29,15 +31,14 @@ in order, except what a compaction dropped. ``assembled_tokens`` is the recorded
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    EPOCH, AdaptResult, Builder, Placement, Rec, after, as_text, blocks_text, iter_jsonl, parse_ts,
-)
+from .builder import AdaptResult, Builder, Placement, Rec
+from .common import EPOCH, after, as_text, blocks_text, parse_ts
+from .jsonread import iter_jsonl
 from .files import Sample
 from .tokens import TokenEstimator
 

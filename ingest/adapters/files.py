@@ -141,7 +141,7 @@ class Sample:
 def read_sample(path: Path) -> Sample:
     """The :class:`Sample` of a regular file (refused by type otherwise). Nesting too deep
     for the JSON parser is an error naming the file and, for JSON lines, the line."""
-    from .common import loads_document, parse_line
+    from .jsonread import loads_document, parse_line
 
     st = require_regular_file(path)
     try:

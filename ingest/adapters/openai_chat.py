@@ -26,10 +26,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    EPOCH, AdaptResult, Builder, Placement, Rec, as_text, blocks_text, iter_jsonl, loads_document,
-    parse_ts,
-)
+from .builder import AdaptResult, Builder, Placement, Rec
+from .common import EPOCH, as_text, blocks_text, parse_ts
+from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .tokens import TokenEstimator
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ContextlensError
-from .common import AdaptResult
+from .builder import AdaptResult
 from .files import Sample, read_sample, require_regular_file
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
 

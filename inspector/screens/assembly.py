@@ -14,7 +14,6 @@ from typing import Any
 from typing import Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -28,90 +27,16 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
-from readmodel import AssemblyView, RecordWhy, TokenAccounting
+from readmodel import TokenAccounting
 
 from ..widgets.arrow_table import arrow_table
+from ..widgets.assembly_view import record_detail, recorded_tokens_line, records_display
+from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
-
-
-def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
-    """``recorded N tok · records explain E · unattributed U (system prompt, tool schemas)``
-    for a request whose token count was recorded by its runtime; None otherwise (or while
-    the records are not loaded yet)."""
-    if tokens is None or not tokens.recorded:
-        return None
-    line = Text()
-    line.append(f"recorded {tokens.assembled_tokens:,} tok", style="bold")
-    line.append(" · records explain ")
-    line.append(f"{tokens.included_estimate:,}")
-    if tokens.unattributed is not None:
-        line.append(f" · unattributed {tokens.unattributed:,}", style="bold yellow")
-        line.append(" (system prompt, tool schemas)", style="dim")
-    return line
-
-
-def records_display(view: AssemblyView) -> tuple[pa.Table, list[dict[str, Any]], pa.Table,
-                                                   dict[tuple[str, str], dict[str, Any]],
-                                                   TokenAccounting]:
-    """What the tabs show of an assembly view (columnar; the omitted rows and the membership
-    map are bounded by one assembly's records)."""
-    records = view.records
-    is_included = pc.equal(records["decision"], "included")
-    included = records.filter(is_included)
-    omitted = records.filter(pc.invert(is_included))
-    included_view = pa.table(
-        {
-            "pos": included["position"],
-            "kind": included["record_kind"],
-            "id": included["record_id"],
-            "rendering": pc.fill_null(included["rendering"], ""),
-            "reason": included["reason_code"],
-            "tokens": included["tokens"],
-            "label": included["label"],
-        }
-    )
-    trace = view.trace
-    trace_view = pa.table(
-        {
-            "step": trace["step"],
-            "family": trace["policy_family"],
-            "outcome": trace["outcome"],
-            "reason": trace["reason_code"],
-            "kind": trace["record_kind"],
-            "record": trace["record_id"],
-            "detail": trace["detail"],
-        }
-    )
-    membership = {
-        (row["record_kind"], row["record_id"]): row
-        for row in records.select(
-            ["record_kind", "record_id", "decision", "rendering", "position",
-             "policy_family", "reason_code", "detail", "tokens"]
-        ).to_pylist()
-    }
-    omitted_rows = omitted.select(
-        ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "label", "detail"]
-    ).to_pylist()
-    return included_view, omitted_rows, trace_view, membership, view.tokens
-
-
-def record_detail(why: RecordWhy) -> RecordDetail:
-    """The record panel's content from the read model's answer."""
-    return RecordDetail(
-        kind=why.record_kind,
-        record_id=why.record_id,
-        exists=why.exists,
-        decision=dict(why.decision) if why.decision is not None else None,
-        why=why.sentence,
-        content=why.content[:2000],
-        privacy_class=why.privacy_class,
-        trace=[dict(t) for t in why.trace],
-        provenance=[link.to_json() for link in why.provenance],
-    )
 
 
 # ---------------------------------------------------------------------- messages
@@ -213,9 +138,7 @@ class AssemblyScreen(Screen[None]):
                 with TabPane("1 Context", id="tab-context"):
                     yield Static("Loading records…", classes="placeholder", markup=False)
                 with TabPane("2 Omitted", id="tab-omitted"):
-                    tree: Tree[dict[str, Any]] = Tree(Text("omitted records"), id="omitted-tree")
-                    tree.show_root = False
-                    yield tree
+                    yield OmittedTree(id="omitted-tree")
                 with TabPane("3 Trace", id="tab-trace"):
                     yield Static("Loading the decision trace…", classes="placeholder", markup=False)
                 with TabPane("4 Prompt", id="tab-prompt"):
@@ -386,42 +309,7 @@ class AssemblyScreen(Screen[None]):
         return None
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
-        tree = self.query_one("#omitted-tree", Tree)
-        tree.clear()
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:  # already ordered by reason, kind, id
-            groups.setdefault(row["reason_code"], []).append(row)
-        first_leaf = None
-        if not groups:
-            tree.root.add_leaf(Text("No record was omitted.", style="dim"))
-        for reason, members in groups.items():
-            tokens = sum(int(m["tokens"] or 0) for m in members)
-            label = Text()
-            label.append(safe_text(reason), style="bold yellow")
-            label.append(f"  {len(members)} record{'s' if len(members) != 1 else ''}")
-            label.append(f" · {tokens:,} tok · {safe_text(members[0]['policy_family'])} stage", style="dim")
-            details = {m.get("detail") or "" for m in members}
-            if len(members) > 1 and len(details) == 1 and next(iter(details)):
-                # one shared reason, e.g. "dropped by compaction #1 at … (preTokens …)"
-                label.append(f" · {one_line(next(iter(details)), 100)}", style="dim")
-            group = tree.root.add(label, data={"reason": reason}, expand=True)
-            for m in members:
-                leaf = Text()
-                leaf.append(f"{safe_text(m['record_kind']):<14}", style="cyan")
-                leaf.append(f"{one_line(m['record_id'], 120):<12} ", style="bold")
-                leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
-                leaf.append(one_line(m["label"], 80))
-                node = group.add_leaf(leaf, data={"kind": m["record_kind"], "id": m["record_id"]})
-                first_leaf = first_leaf or node
-        tree.root.expand()
-        if first_leaf is not None:
-            leaf = first_leaf
-
-            # Reading last_line lays the tree's lines out now (it otherwise waits for an
-            # idle moment), so the leaf has its line and the cursor lands on it; the
-            # highlight then selects its record (the tab is built when shown).
-            _ = tree.last_line
-            tree.move_cursor(leaf)
+        self.query_one("#omitted-tree", OmittedTree).show_groups(rows)
 
     def on_prompt_rendered(self, message: PromptRendered) -> None:
         log = self.query_one("#prompt-log", Log)

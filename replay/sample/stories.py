@@ -1,5 +1,7 @@
 """The sample's four conversations and the stories they tell (DESIGN.md section 7).
 
+Declarative data, one story after another (hence its length): nothing here is logic.
+
 Times are fixed; the seed only changes the bulk of raw tool output (and so token counts and
 hashes) and the recorded timings. Policies roll out by date: v4 until 2026-10-29, v5 (the
 freshness incident) until 2026-10-31 12:00, v6 after.

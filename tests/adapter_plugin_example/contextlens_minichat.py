@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ingest.adapters import AdaptResult, Sample, TokenEstimator
-from ingest.adapters.common import EPOCH, Builder
+from ingest.adapters import EPOCH, Builder
 from ingest.errors import ContextlensError
 
 

@@ -19,7 +19,8 @@ from support.pilot import run_async, screen_text, settle
 from support.stores import make_export
 
 from inspector.app import ContextLensApp
-from inspector.screens.assembly import AssemblyScreen, recorded_tokens_line
+from inspector.screens.assembly import AssemblyScreen
+from inspector.widgets.assembly_view import recorded_tokens_line
 from readmodel import token_accounting
 from inspector.screens.conversation import ConversationScreen
 from inspector.screens.requests import RequestsScreen

@@ -218,7 +218,7 @@ def test_forced_wrong_format_is_an_error(tmp_path: Path) -> None:
     ],
 )
 def test_lone_surrogate_escapes(text: str, lone: str | None) -> None:
-    from ingest.adapters.common import lone_surrogate
+    from ingest.adapters.jsonread import lone_surrogate
 
     data = text.encode()
     at = lone_surrogate(data)

@@ -1,0 +1,515 @@
+"""The ``Builder``: it collects the rows of one transcript (conversation, branch,
+participants, messages, runs, calls, artifacts, memories, recorded assemblies) and writes them
+as a valid export with ``ExportWriter``. Every built-in adapter and third-party adapter plugin
+uses it (``from ingest.adapters import Builder``).
+
+It is one class of about 480 lines on purpose: the rules that keep an adapted export valid
+(ids, record order, included positions, recorded tokens, the selection hash) are easiest to
+check read together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple
+
+from ..contract import selection_hash
+from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
+from ..writer import ExportWriter
+from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from .common import (
+    DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
+    human_size, short_hash,
+)
+
+
+class Placement(NamedTuple):
+    message_key: str
+    block_index: int
+    after_text: bool
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class AdaptResult:
+    export_dir: Path
+    format: str
+    warnings: list[str]
+    # per assembly: recorded input tokens minus the estimate of its included records
+    # (what the transcript does not explain: system prompt, tool schemas). Only for
+    # assemblies whose request has recorded usage; also in the assembly's tags.
+    unattributed_tokens: dict[str, int] = field(default_factory=dict)
+    # rows written per table, plus a few adapter counts (requests, compactions, subagents)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- builder
+
+
+@dataclass
+class Rec:
+    """A candidate record of an assembly: kind, id, estimated tokens."""
+
+    kind: str
+    id: str
+    tokens: int
+
+
+class Builder:
+    """Collects one transcript's rows; ``write`` emits them with ExportWriter."""
+
+    def __init__(
+        self,
+        fmt: str,
+        source: Path,
+        source_bytes: bytes,
+        estimator: TokenEstimator | None = None,
+    ) -> None:
+        self.fmt = fmt
+        self.source = source
+        self.estimator = estimator or DEFAULT_ESTIMATOR
+        self.digest = short_hash(source_bytes, 12)
+        self.prefix = self.digest[:10]
+        self.export_id = f"{fmt}-{self.digest}"
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.warnings: list[str] = []
+        self.unattributed: dict[str, int] = {}
+        self.stats: dict[str, int] = {}
+        self._n: dict[str, int] = {}
+        self._participants: dict[tuple[str, str], str] = {}
+        self.branch_of: dict[str, str] = {}
+        self.user_of: dict[str, str] = {}
+        self._calls: dict[str, dict[str, Any]] = {}
+        self._runs: dict[str, dict[str, Any]] = {}
+        self.first_time: dt.datetime | None = None
+
+    # -- helpers
+    def count(self, text: str) -> int:
+        try:
+            return max(0, int(self.estimator.count(text or "")))
+        except Exception:  # a plug-in estimator must never break an adaptation
+            return -(-len((text or "").encode("utf-8", "replace")) // 4)
+
+    def warn(self, msg: str) -> None:
+        self.warnings.append(msg)
+
+    def bump(self, key: str, by: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + by
+
+    def new_id(self, kind: str) -> str:
+        n = self._n.get(kind, 0)
+        self._n[kind] = n + 1
+        return f"{self.prefix}:{kind}{n}"
+
+    def _add(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
+        self.rows.setdefault(table, []).append(row)
+        return row
+
+    def _seen(self, t: dt.datetime) -> dt.datetime:
+        if self.first_time is None or t < self.first_time:
+            self.first_time = t
+        return t
+
+    # -- entities
+    def conversation(self, title: str, created_at: dt.datetime) -> str:
+        cid = self.new_id("c")
+        self._seen(created_at)
+        title = " ".join((title or "").split())
+        self._add(
+            "conversations",
+            {
+                "conversation_id": cid,
+                "title": (title[:117] + "…") if len(title) > 118 else (title or self.source.name),
+                "owner_id": "user",
+                "created_at": created_at,
+            },
+        )
+        bid = f"{cid}:main"
+        self.branch_of[cid] = bid
+        self._add(
+            "branches",
+            {
+                "branch_id": bid,
+                "conversation_id": cid,
+                "parent_branch_id": None,
+                "fork_message_id": None,
+                "name": "main",
+                "created_at": created_at,
+            },
+        )
+        self.user_of[cid] = self.participant(cid, "user", "user", "user")
+        return cid
+
+    def participant(
+        self,
+        cid: str,
+        key: str,
+        label: str,
+        kind: str,
+        provider: str | None = None,
+        model: str | None = None,
+    ) -> str:
+        pid = self._participants.get((cid, key))
+        if pid is None:
+            pid = f"{cid}:p:{key}"
+            self._participants[(cid, key)] = pid
+            self._add(
+                "participants",
+                {
+                    "participant_id": pid,
+                    "conversation_id": cid,
+                    "label": label,
+                    "kind": kind,
+                    "provider": provider,
+                    "model": model,
+                },
+            )
+        return pid
+
+    def message(
+        self,
+        cid: str,
+        role: str,
+        content: str,
+        created_at: dt.datetime,
+        participant_id: str | None = None,
+        model_run_id: str | None = None,
+        speaker_label: str | None = None,
+        parent_message_id: str | None = None,
+        visibility: str = "conversation",
+    ) -> Rec:
+        mid = self.new_id("m")
+        tokens = self.count(content)
+        self._seen(created_at)
+        self._add(
+            "messages",
+            {
+                "message_id": mid,
+                "conversation_id": cid,
+                "branch_id": self.branch_of[cid],
+                "parent_message_id": parent_message_id,
+                "role": role,
+                "participant_id": participant_id,
+                "model_run_id": model_run_id,
+                "speaker_label": speaker_label,
+                "content": content,
+                "content_tokens": tokens,
+                "visibility_scope": visibility,
+                "created_at": created_at,
+            },
+        )
+        return Rec("message", mid, tokens)
+
+    def run(
+        self,
+        cid: str,
+        participant_id: str,
+        provider: str,
+        model: str,
+        started_at: dt.datetime,
+        ended_at: dt.datetime | None = None,
+        trigger_message_id: str | None = None,
+        runtime_kind: str = "chat",
+        parent_model_run_id: str | None = None,
+        subagent_batch_id: str | None = None,
+        status: str = "succeeded",
+    ) -> str:
+        rid = self.new_id("r")
+        self._seen(started_at)
+        self._runs[rid] = self._add(
+            "model_runs",
+            {
+                "model_run_id": rid,
+                "conversation_id": cid,
+                "branch_id": self.branch_of[cid],
+                "participant_id": participant_id,
+                "trigger_message_id": trigger_message_id,
+                "runtime_kind": runtime_kind,
+                "parent_model_run_id": parent_model_run_id,
+                "subagent_batch_id": subagent_batch_id,
+                "provider": provider,
+                "model": model or "unknown",
+                "status": status,
+                "started_at": started_at,
+                "ended_at": ended_at,
+            },
+        )
+        self.bump("requests")
+        return rid
+
+    def run_row(self, rid: str) -> dict[str, Any]:
+        return self._runs[rid]
+
+    def tool_call(
+        self,
+        run_id: str,
+        tool_name: str,
+        arguments: Any,
+        requested_at: dt.datetime,
+        parallel_group: str | None = None,
+    ) -> Rec:
+        tid = self.new_id("t")
+        if isinstance(arguments, str):
+            try:
+                json.loads(arguments)
+                args_json = arguments
+            except ValueError:
+                args_json = json.dumps(arguments)
+        else:
+            try:
+                args_json = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+            except (TypeError, ValueError):
+                args_json = json.dumps(str(arguments))
+        tool_name = str(tool_name or "unknown")
+        tokens = self.count(tool_name + " " + args_json)
+        self._calls[tid] = self._add(
+            "tool_calls",
+            {
+                "tool_call_id": tid,
+                "model_run_id": run_id,
+                "tool_name": tool_name,
+                "arguments_json": args_json,
+                "status": "pending",
+                "retryable": False,
+                "parallel_group": parallel_group,
+                "requested_at": requested_at,
+                "completed_at": None,
+            },
+        )
+        self.bump("tool_calls")
+        return Rec("tool_call", tid, tokens)
+
+    def call_row(self, tid: str) -> dict[str, Any]:
+        return self._calls[tid]
+
+    def tool_result(
+        self,
+        tool_call_id: str,
+        body: str,
+        is_error: bool,
+        created_at: dt.datetime,
+        content_type: str = "text/plain",
+        visibility: str = "conversation",
+        placement: Placement | None = None,
+    ) -> Rec:
+        """One artifact per tool result, and its mechanical compact memory. ``placement``
+        says where the transcript put the result (the PLACEMENT_COLUMNS)."""
+        call = self._calls[tool_call_id]
+        run = self._runs.get(call["model_run_id"])
+        status = "failed" if is_error else "succeeded"
+        call["status"] = status
+        call["completed_at"] = max(created_at, call["requested_at"])
+        raw = body.encode("utf-8", "replace")
+        sha = hashlib.sha256(raw).hexdigest()
+        self.blobs[sha] = raw
+        aid = self.new_id("a")
+        tokens = self.count(body)
+        tool = call["tool_name"]
+        cid = run["conversation_id"] if run else next(iter(self.branch_of))
+        branch = self.branch_of[cid]
+        owner_p = run["participant_id"] if run else self.user_of[cid]
+        preview = body[:PREVIEW_CHARS]
+        self._add(
+            "tool_artifacts",
+            {
+                "artifact_id": aid,
+                "tool_call_id": tool_call_id,
+                "tool_name": tool,
+                "status": status,
+                "result_preview": preview,
+                "error": (first_lines(body, 1) or "error") if is_error else None,
+                "byte_size": len(raw),
+                "sha256": sha,
+                "storage_ref": f"blobs/{sha}",
+                "content_type": content_type,
+                "content_tokens": tokens,
+                "privacy_class": "internal",
+                "visibility_scope": visibility,
+                "owner_participant_id": owner_p,
+                "owner_model_run_id": call["model_run_id"],
+                "shared_with": [],
+                "branch_id": branch,
+                "retention_class": "keep",
+                "created_at": call["completed_at"],
+                "result_message_key": placement.message_key if placement else None,
+                "result_block_index": placement.block_index if placement else None,
+                "result_after_text": placement.after_text if placement else None,
+            },
+        )
+        summary = f"{tool} {status}, {human_size(len(raw))}, first lines: {first_lines(body) or '(empty)'}"
+        self._add(
+            "tool_memories",
+            {
+                "memory_id": self.new_id("mem"),
+                "conversation_id": cid,
+                "branch_id": branch,
+                "source_artifact_ids": [aid],
+                "source_tool_names": [tool],
+                "summary": summary,
+                "structured_json": json.dumps(
+                    {"tool": tool, "status": status, "byte_size": len(raw), "tokens": tokens}
+                ),
+                "content_tokens": self.count(summary),
+                "confidence": 1.0,
+                "trust_source": "mechanical",
+                "ambiguity_notes": None,
+                "privacy_class": "internal",
+                "freshness_class": "session",
+                "observed_at": call["completed_at"],
+                "stale_after": None,
+                "revalidation_tools": [],
+                "provenance_locators": [f"blobs/{sha}"],
+                "conflicts_with": [],
+                "supersedes": [],
+                "superseded_by": None,
+                "promotion_policy": "auto",
+                "promoted": True,
+                "visibility_scope": visibility,
+                "owner_participant_id": owner_p,
+                "owner_model_run_id": call["model_run_id"],
+                "created_at": call["completed_at"],
+            },
+        )
+        if is_error:
+            self.bump("tool_errors")
+        return Rec("tool_artifact", aid, tokens)
+
+    def assembly(
+        self,
+        run_id: str,
+        included: list[Rec],
+        omitted: list[tuple[Rec, str, str, str]],
+        recorded_input: int | None,
+        overhead_estimate: int = 0,
+        extra_tags: Iterable[str] = (),
+        context_window_tokens: int | None = None,
+    ) -> str:
+        """One recorded context assembly: ``included`` in prompt order; ``omitted`` as
+        (record, reason_code, policy_family, detail). ``overhead_estimate`` is the estimate of
+        what was sent outside the records (system prompt, tool schemas) when known."""
+        run = self._runs[run_id]
+        aid = f"{run_id}:asm"
+        records = self.rows.setdefault("assembly_records", [])
+        decisions = self.rows.setdefault("policy_decisions", [])
+        sel: list[tuple[str, str, str, str | None, int | None]] = []
+        seen: set[tuple[str, str]] = set()
+
+        def record(r: Any, decision: str, family: str, reason: str, detail: str) -> None:
+            """One final row and its one trace step. Included records are all recorded
+            before any omitted one, so the count so far is the next prompt position
+            (duplicates are skipped, so positions stay 0..n-1)."""
+            included_now = decision == "included"
+            position = len(sel) if included_now else None
+            rendering = "verbatim" if included_now else None
+            records.append({
+                "assembly_id": aid, "record_kind": r.kind, "record_id": r.id,
+                "decision": decision, "rendering": rendering, "position": position,
+                "policy_family": family, "reason_code": reason, "detail": detail,
+                "tokens": r.tokens,
+            })
+            decisions.append({
+                "decision_id": f"{aid}:d{len(sel)}", "assembly_id": aid, "step": len(sel),
+                "record_kind": r.kind, "record_id": r.id, "policy_family": family,
+                "outcome": "allow" if included_now else "deny", "reason_code": reason,
+                "detail": detail,
+            })
+            sel.append((r.kind, r.id, decision, rendering, position))
+
+        inc_tokens = 0
+        msgs_in = arts_in = 0
+        for r in included:
+            if (r.kind, r.id) in seen:
+                continue
+            seen.add((r.kind, r.id))
+            inc_tokens += r.tokens
+            msgs_in += r.kind == "message"
+            arts_in += r.kind == "tool_artifact"
+            record(r, "included", "window", "in_window", "sent in the recorded request")
+        all_tokens = inc_tokens
+        msgs_all = msgs_in
+        for r, reason, family, detail in omitted:
+            if (r.kind, r.id) in seen:
+                continue
+            seen.add((r.kind, r.id))
+            all_tokens += r.tokens
+            msgs_all += r.kind == "message"
+            record(r, "omitted", family, reason, detail)
+        tags = [f"source:{self.fmt}", f"transcript:{self.source.name}"]
+        if recorded_input is not None:
+            unattributed = recorded_input - inc_tokens
+            assembled = recorded_input
+            overhead = max(unattributed, 0)
+            tags += [TOKENS_RECORDED, tag(UNATTRIBUTED_TOKENS, unattributed)]
+            self.unattributed[aid] = unattributed
+        else:
+            assembled = inc_tokens + overhead_estimate
+            overhead = overhead_estimate
+            tags.append("tokens:estimated")
+        tags.extend(extra_tags)
+        self._add(
+            "context_assemblies",
+            {
+                "assembly_id": aid,
+                "model_run_id": run_id,
+                "conversation_id": run["conversation_id"],
+                "branch_id": run["branch_id"],
+                "participant_id": run["participant_id"],
+                "runtime_kind": run["runtime_kind"],
+                "provider": run["provider"],
+                "model": run["model"],
+                "policy_version": "observed",
+                "assembler_version": f"{self.fmt}-adapter/1",
+                "assembled_at": run["started_at"],
+                "token_budget": context_window_tokens
+                or context_window(run["model"])
+                or DEFAULT_CONTEXT_WINDOW,
+                "byte_budget": 0,
+                # the replay's budget cap; null when the model's window is not known
+                "context_limit": context_window_tokens or context_window(run["model"]),
+                "exact_evidence_ids": [],
+                "baseline_tokens": all_tokens + overhead,
+                "assembled_tokens": assembled,
+                "baseline_message_count": msgs_all,
+                "assembled_message_count": msgs_in,
+                "raw_artifact_count": arts_in,
+                "selected_memory_count": 0,
+                "rehydrated_artifact_count": 0,
+                "graph_query_ms": 0.0,
+                "policy_eval_ms": 0.0,
+                "serialization_ms": 0.0,
+                "selection_hash": selection_hash(sel),
+                "payload_sha256": None,
+                "tags": tags,
+            },
+        )
+        return aid
+
+    # -- output
+    def write(self, out_dir: Path) -> AdaptResult:
+        created = self.first_time or EPOCH
+        with ExportWriter(
+            out_dir,
+            export_id=self.export_id,
+            producer=f"contextlens {self.fmt}-adapter/1",
+            created_at=created,
+            overwrite=True,
+        ) as w:
+            for table, rows in self.rows.items():
+                if rows:
+                    extra = PLACEMENT_COLUMNS if table == "tool_artifacts" else None
+                    w.write(table, rows, extra=extra)
+            for body in self.blobs.values():
+                w.add_blob(body)
+        stats = dict(self.stats)
+        for table, rows in self.rows.items():
+            stats[f"rows.{table}"] = len(rows)
+        return AdaptResult(
+            Path(out_dir), self.fmt, list(self.warnings), dict(self.unattributed), stats
+        )

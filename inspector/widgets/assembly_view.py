@@ -1,0 +1,93 @@
+"""What the assembly screen's tabs and header show of the read model's answers: the
+Context and Trace tables, the omitted rows, the record panel's content and the recorded
+token line. Columnar where a table is built; one assembly's records are bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from rich.text import Text
+
+from readmodel import AssemblyView, RecordWhy, TokenAccounting
+
+from .record_panel import RecordDetail
+
+__all__ = ["record_detail", "recorded_tokens_line", "records_display"]
+
+
+def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
+    """``recorded N tok · records explain E · unattributed U (system prompt, tool schemas)``
+    for a request whose token count was recorded by its runtime; None otherwise (or while
+    the records are not loaded yet)."""
+    if tokens is None or not tokens.recorded:
+        return None
+    line = Text()
+    line.append(f"recorded {tokens.assembled_tokens:,} tok", style="bold")
+    line.append(" · records explain ")
+    line.append(f"{tokens.included_estimate:,}")
+    if tokens.unattributed is not None:
+        line.append(f" · unattributed {tokens.unattributed:,}", style="bold yellow")
+        line.append(" (system prompt, tool schemas)", style="dim")
+    return line
+
+
+def records_display(view: AssemblyView) -> tuple[pa.Table, list[dict[str, Any]], pa.Table,
+                                                   dict[tuple[str, str], dict[str, Any]],
+                                                   TokenAccounting]:
+    """What the tabs show of an assembly view (columnar; the omitted rows and the membership
+    map are bounded by one assembly's records)."""
+    records = view.records
+    is_included = pc.equal(records["decision"], "included")
+    included = records.filter(is_included)
+    omitted = records.filter(pc.invert(is_included))
+    included_view = pa.table(
+        {
+            "pos": included["position"],
+            "kind": included["record_kind"],
+            "id": included["record_id"],
+            "rendering": pc.fill_null(included["rendering"], ""),
+            "reason": included["reason_code"],
+            "tokens": included["tokens"],
+            "label": included["label"],
+        }
+    )
+    trace = view.trace
+    trace_view = pa.table(
+        {
+            "step": trace["step"],
+            "family": trace["policy_family"],
+            "outcome": trace["outcome"],
+            "reason": trace["reason_code"],
+            "kind": trace["record_kind"],
+            "record": trace["record_id"],
+            "detail": trace["detail"],
+        }
+    )
+    membership = {
+        (row["record_kind"], row["record_id"]): row
+        for row in records.select(
+            ["record_kind", "record_id", "decision", "rendering", "position",
+             "policy_family", "reason_code", "detail", "tokens"]
+        ).to_pylist()
+    }
+    omitted_rows = omitted.select(
+        ["record_kind", "record_id", "reason_code", "policy_family", "tokens", "label", "detail"]
+    ).to_pylist()
+    return included_view, omitted_rows, trace_view, membership, view.tokens
+
+
+def record_detail(why: RecordWhy) -> RecordDetail:
+    """The record panel's content from the read model's answer."""
+    return RecordDetail(
+        kind=why.record_kind,
+        record_id=why.record_id,
+        exists=why.exists,
+        decision=dict(why.decision) if why.decision is not None else None,
+        why=why.sentence,
+        content=why.content[:2000],
+        privacy_class=why.privacy_class,
+        trace=[dict(t) for t in why.trace],
+        provenance=[link.to_json() for link in why.provenance],
+    )
