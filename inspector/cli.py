@@ -24,8 +24,16 @@ from .stores import resolve_store
 # ----------------------------------------------------------------------------- helpers
 
 
+def _said(message: str) -> str:
+    """An error or warning line: it may quote log content, so secrets are masked (there is
+    no reveal for messages) and control characters escaped."""
+    from ingest.secrets import mask_text
+
+    return visible_text(mask_text(message))
+
+
 def _warn(message: str) -> None:
-    click.echo(f"warning: {vis(message)}", err=True)
+    click.echo(f"warning: {_said(message)}", err=True)
 
 
 class _Answers:
@@ -158,7 +166,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
                 "db": str(result.db_path),
                 "changed": result.changed,
                 "rows": result.rows,
-                "warnings": result.warnings,
+                "warnings": [_said(w) for w in result.warnings],
             }
         )
         return
@@ -166,7 +174,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
     total = sum(result.rows.values())
     click.echo(f"{verb} export {vis(cut(result.export_id))} into {result.db_path} ({total} rows)")
     for w in result.warnings:
-        click.echo(f"warning: {vis(w)}", err=True)
+        _warn(w)
 
 
 LIST_COLUMNS = [
@@ -463,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
         err.show()
         sys.exit(err.exit_code)
     except ContextlensError as err:
-        click.echo(f"contextlens: error: {visible_text(str(err))}", err=True)
+        click.echo(f"contextlens: error: {_said(str(err))}", err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -471,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("CONTEXTLENS_DEBUG"):
             raise
         click.echo(
-            f"contextlens: internal error: {type(err).__name__}: {visible_text(str(err))}"
+            f"contextlens: internal error: {type(err).__name__}: {_said(str(err))}"
             " (set CONTEXTLENS_DEBUG=1 for the traceback)",
             err=True,
         )

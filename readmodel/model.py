@@ -145,7 +145,8 @@ class ReadModel:
             matched, total = counts
         page = store.list_assemblies(flt, sort=sort, descending=descending, limit=limit,
                                      offset=offset)
-        return RequestPage(masked_list_page(page, Masker(reveal)), matched, total, offset)
+        keys = page.select(["assembly_id", "conversation_id"])
+        return RequestPage(masked_list_page(page, Masker(reveal)), keys, matched, total, offset)
 
     # ------------------------------------------------------------------ one assembly
 

@@ -39,10 +39,13 @@ def frozen_row(row: Mapping[str, Any] | None) -> Mapping[str, Any]:
 class RequestPage:
     """One page of the request list.
 
-    ``rows`` has the store's list columns (``ingest.store.LIST_COLUMNS``), text masked;
-    ``matched`` requests match the filter, ``total`` are in the store."""
+    ``rows`` has the store's list columns (``ingest.store.LIST_COLUMNS``), text masked (ids
+    too, where one looks like a secret); ``keys`` holds each row's real assembly_id and
+    conversation_id, to open it; ``matched`` requests match the filter, ``total`` are in the
+    store."""
 
     rows: pa.Table
+    keys: pa.Table
     matched: int
     total: int
     offset: int
@@ -170,6 +173,8 @@ class RecordWhy:
             "tokens": d.get("tokens"),
             "explanation": self.sentence,
             "policy_key": self.policy_key,
+            "privacy_class": self.privacy_class,
+            "content": self.content,
             "decisions": [dict(t) for t in self.trace],
             "provenance": [p.to_json() for p in self.provenance],
         }

@@ -197,7 +197,7 @@ class RequestsScreen(Screen[None]):
             return
         if get_current_worker().is_cancelled:
             return
-        keys = page.select(["assembly_id", "conversation_id"])
+        keys = result.keys
         self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total))
 
     async def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:

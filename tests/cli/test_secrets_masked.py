@@ -1,0 +1,70 @@
+"""Secrets in a transcript's tool arguments and results never reach list, show or why, in
+text or JSON, unless --reveal; then they do (so the test would see a leak)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import run
+from support.secrets import SECRETS, TRANSCRIPT, leaked
+
+
+@pytest.fixture(scope="module")
+def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ingest.adapters import adapt
+    from ingest.store import ingest
+
+    root = tmp_path_factory.mktemp("secrets")
+    export = adapt(TRANSCRIPT, root / "export").export_dir
+    db = root / "secrets.duckdb"
+    ingest(export, db)
+    return db
+
+
+def _assemblies(capsys: pytest.CaptureFixture[str], db: Path) -> list[str]:
+    import json
+
+    code, out, _ = run(capsys, "list", "--db", str(db), "--json")
+    assert code == 0
+    return [row["assembly_id"] for row in json.loads(out)]
+
+
+def _records(capsys: pytest.CaptureFixture[str], db: Path, aid: str) -> list[str]:
+    import json
+
+    code, out, _ = run(capsys, "show", aid, "--db", str(db), "--json", "--reveal")
+    assert code == 0
+    data = json.loads(out)
+    return [r["record_id"] for r in data["included"] + data["omitted"]]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_list_show_and_why_show_no_secret(capsys: pytest.CaptureFixture[str], secret_db: Path,
+                                          as_json: bool) -> None:
+    fmt = ["--json"] if as_json else []
+    outputs = []
+    code, out, err = run(capsys, "list", "--db", str(secret_db), *fmt)
+    outputs.append(out + err)
+    for aid in _assemblies(capsys, secret_db):
+        code, out, err = run(capsys, "show", aid, "--db", str(secret_db), *fmt)
+        assert code == 0, err
+        outputs.append(out + err)
+        for rid in _records(capsys, secret_db, aid):
+            code, out, err = run(capsys, "why", aid, rid, "--db", str(secret_db), *fmt)
+            assert code == 0, err
+            outputs.append(out + err)
+    everything = "\n".join(outputs)
+    assert leaked(everything) == []
+    assert "[masked secret" in everything
+
+
+def test_reveal_shows_them(capsys: pytest.CaptureFixture[str], secret_db: Path) -> None:
+    shown = []
+    for aid in _assemblies(capsys, secret_db):
+        for rid in _records(capsys, secret_db, aid):
+            code, out, _ = run(capsys, "why", aid, rid, "--db", str(secret_db), "--json",
+                               "--reveal")
+            shown.append(out)
+    text = "\n".join(shown)
+    assert [s for s in SECRETS if s in text] == list(SECRETS)
