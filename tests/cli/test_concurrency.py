@@ -78,9 +78,10 @@ def _count_in_new_process(db: Path, tmp_path: Path) -> int:
     return int(out.stdout)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 @pytest.mark.parametrize("when", ["copying", "building"])
 def test_killed_ingest_leaves_the_store_unchanged_and_the_next_ingest_takes_over(
-    when: str, big_export: Path, store: Path, tmp_path: Path
+    when: str, sig: int, big_export: Path, store: Path, tmp_path: Path
 ) -> None:
     before = _sha(store)
     proc = _start_ingest(big_export, store, tmp_path)
@@ -89,15 +90,20 @@ def test_killed_ingest_leaves_the_store_unchanged_and_the_next_ingest_takes_over
     if when == "building":
         time.sleep(0.3)  # well inside loading and checking
     assert proc.poll() is None, "the ingest finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(sig)
     proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    lock = store.with_name(store.name + ".lock")
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        assert lock.read_text().strip() == str(proc.pid)  # left behind by the dead writer
+    else:  # SIGTERM cleans up like an error: one line, exit 143, no copy, no lock
+        assert proc.returncode == 143
+        assert not lock.exists()
+        assert not tmp.exists() and not tmp.with_name(tmp.name + ".wal").exists()
 
     # the previous store: same bytes, still a store, still answering
     assert _sha(store) == before
     assert _count_in_new_process(store, tmp_path) == SMALL_ASSEMBLIES
-    lock = store.with_name(store.name + ".lock")
-    assert lock.read_text().strip() == str(proc.pid)  # left behind by the dead writer
 
     # the next ingest takes the dead pid's lock over and cleans its half-built copy
     result = ingest(big_export, store)
