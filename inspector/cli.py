@@ -369,11 +369,15 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
 @db_option
 @policies_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
+@click.option("--strict", is_flag=True, help="Also fail (exit 1) when a request cannot be replayed.")
 @json_option
-def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as_json: bool) -> None:
-    """Replay every recorded assembly under its own policy version: faithful or drifted.
+def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, strict: bool,
+           as_json: bool) -> None:
+    """Replay every recorded assembly under its own policy version and compare it with the
+    recorded rows: faithful, drifted, inconsistent or not replayable.
 
-    Exits 0 when all are faithful, 1 when any drifted or could not be replayed.
+    Exits 1 when any drifted or is inconsistent (with --strict, also when any is not
+    replayable), 0 otherwise. Details: docs/cli.md.
     """
     from ingest.filters import parse_filter
 
@@ -384,18 +388,40 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, as
             flt,
             progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
         )
-    out = result.to_json()
+    if result.missing_policies:
+        click.echo(vis(result.missing_policies), err=True)
     if as_json:
-        emit_json(out)
+        emit_json(result.to_json())
     else:
-        click.echo(f"checked {out['checked']}: {out['faithful']} faithful, {len(out['drifted'])} drifted")
-        for e in out["errors"]:
-            click.echo(f"could not replay {vis(e['assembly_id'])}: {vis(e['error'])}")
-        for d in out["drifted"]:
-            click.echo(f"\nDRIFT {vis(d['assembly_id'])} (assembler {vis(d['assembler_version'])}, policy {vis(d['policy_version'])})")
-            print_diff(d["diff"])
-    if out["drifted"] or out["errors"]:
+        _print_verify(result)
+    if result.failed(strict):
         sys.exit(1)
+
+
+def _print_verify(result: Any) -> None:
+    click.echo(f"checked {result.checked}: {result.faithful} faithful, {result.drifted} drifted, "
+               f"{result.inconsistent} inconsistent, {result.not_replayable} not replayable")
+    for item in result.results:
+        head = (f"{item.verdict.upper().replace('_', ' ')} {vis(item.assembly_id)} "
+                f"(policy {vis(item.policy_version)}, assembler {vis(item.assembler_version)})")
+        if item.problems:
+            head += f": {'; '.join(item.problems)} (stored {vis(item.recorded_hash[:12])}…, " \
+                    f"rows {item.recomputed_hash[:12]}…)"
+        elif not item.replayable:
+            head += f": no policy {vis(item.policy_version)} to replay it"
+        else:
+            n = len(item.records)
+            head += f": {n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
+        click.echo(head)
+        for rec in item.records:
+            fields = "; ".join(f"{f.field} {_shown(f.recorded)} → {_shown(f.replayed)}"
+                               for f in rec.fields)
+            click.echo(f"  {vis(rec.record_kind)} {vis(rec.record_id)}: {fields}")
+
+
+def _shown(value: Any) -> str:
+    """A recorded or replayed value on a verify line ("-" for none, e.g. no such record)."""
+    return "-" if value is None else vis(str(value))
 
 
 @cli.command()

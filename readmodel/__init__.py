@@ -5,6 +5,7 @@ this package for answers; they format, nothing more.
 """
 
 from replay.diff import CHANGE_CLASSES
+from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
 from .masking import Masker, masked_placeholder
 from .model import RECORDED, ReadModel, ReplayCache
@@ -28,21 +29,25 @@ from .results import (
 __all__ = [
     "CHANGE_CLASSES",
     "RECORDED",
+    "AssemblyVerdict",
     "AssemblyView",
     "ConversationView",
     "DiffView",
+    "FieldDifference",
     "Masker",
     "PolicyInfo",
     "PromptPartView",
     "PromptView",
     "ProvenanceLink",
     "ReadModel",
+    "RecordDifference",
     "RecordWhy",
     "ReplayCache",
     "ReplayView",
     "RequestPage",
     "TokenAccounting",
     "TokenReportRow",
+    "VerifyResult",
     "masked_placeholder",
     "record_content",
     "token_accounting",

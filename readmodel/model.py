@@ -23,6 +23,7 @@ from ingest.errors import ContextlensError, NotFoundError
 from replay import service
 from replay.explain import explain, policy_key
 from replay.render import render_prompt
+from replay.verify import VerifyResult, verify as verify_store
 
 from .masking import (
     Masker,
@@ -312,8 +313,11 @@ class ReadModel:
     # ------------------------------------------------------------------ whole store
 
     def verify(self, flt: "AssemblyFilter | str | None" = None,
-               progress: Callable[[int, int], None] | None = None) -> "service.VerifyResult":
-        return service.verify(self.store, self.registry, progress=progress, flt=flt)
+               progress: Callable[[int, int], None] | None = None) -> VerifyResult:
+        """Each request replayed under its recorded policy and compared with its recorded
+        rows: counts per verdict and the non-faithful assemblies (``replay.verify``). Holds
+        ids, codes and hashes only: nothing to mask."""
+        return verify_store(self.store, self.registry, progress=progress, flt=flt)
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,
                      reveal: bool = False) -> list[TokenReportRow]:

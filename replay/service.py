@@ -5,7 +5,7 @@
 - ``diff(store, id, version, against="recorded"|"vX")``: recorded (or a replay under vX) vs
   a replay under ``version``;
 - ``verify(store, registry)``: every recorded assembly replayed under its own recorded
-  policy version; drift when the selection_hash differs;
+  policy version and compared with its recorded rows (``replay.verify``);
 - ``token_report(store)``: per scenario, history-replay (baseline) and assembled tokens.
 
 No model is called, nothing is written.
@@ -13,15 +13,13 @@ No model is called, nothing is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
-
-from ingest.errors import ContextlensError
+from typing import TYPE_CHECKING, Any
 
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
 from .policy import PolicyRegistry, load_registry
-from .snapshot import Request, Snapshot, load_snapshot, load_snapshots, request_from_row
+from .snapshot import Request, Snapshot, load_snapshot, request_from_row
+from .verify import VerifyResult, verify
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -29,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["VerifyResult", "diff", "recorded_assembly", "recorded_records", "replay", "token_report", "verify"]
 
-Progress = Callable[[int, int], None]
-_CHUNK = 256  # conversations whose snapshots verify loads with one query per graph table
 _RECORD_KEYS = ("assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
                 "policy_family", "reason_code", "detail", "tokens")
 
@@ -108,99 +104,6 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
         a_records = plugin.assemble(snapshot, request, reg.get(against)).records
         a_label = f"replay {against}"
     return diff_records(a_records, b.records, a_label, f"replay {policy_version}")
-
-
-@dataclass
-class VerifyResult:
-    checked: int = 0
-    faithful: int = 0
-    drifted: list[dict[str, Any]] = field(default_factory=list)
-    # assemblies that could not be replayed (e.g. a policy version missing from the registry)
-    errors: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.drifted and not self.errors
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "checked": self.checked,
-            "faithful": self.faithful,
-            "drifted": [
-                {"assembly_id": d["assembly_id"], "assembler_version": d["assembler_version"],
-                 "policy_version": d["policy_version"], "diff": d["diff"].to_json()}
-                for d in self.drifted
-            ],
-            "errors": self.errors,
-        }
-
-
-def verify(store: "Store", registry: PolicyRegistry | None = None,
-           assembler: str | AssemblerPlugin = "reference", progress: Progress | None = None,
-           flt: "AssemblyFilter | str | None" = None) -> VerifyResult:
-    """Replay every recorded assembly (matching ``flt``) under its recorded policy version.
-
-    Faithful when the replay's selection_hash equals the recorded one; otherwise drifted,
-    with the diff recorded -> replay. Each conversation's snapshot is loaded once.
-    """
-    reg = _registry(registry)
-    plugin = get_assembler(assembler)
-    work = store.assembly_requests(flt).to_pylist()
-    total = len(work)
-    result = VerifyResult()
-    report = progress or (lambda _done, _total: None)
-    report(0, total)
-    done = 0
-    # group by (export, conversation): one snapshot each, loaded in chunks of conversations
-    # (one store query per graph table per chunk)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in work:
-        groups.setdefault((row["export_id"], row["conversation_id"]), []).append(row)
-    chunks: list[tuple[str, list[str]]] = []
-    for export_id, conversation_id in groups:
-        if not chunks or chunks[-1][0] != export_id or len(chunks[-1][1]) >= _CHUNK:
-            chunks.append((export_id, []))
-        chunks[-1][1].append(conversation_id)
-    for export_id, conversation_ids in chunks:
-        snapshots = load_snapshots(store, conversation_ids, export_id)
-        drifted: list[tuple[dict[str, Any], Assembly]] = []
-        for conversation_id in conversation_ids:
-            snapshot = snapshots[conversation_id]
-            for row in groups[(export_id, conversation_id)]:
-                aid = row["assembly_id"]
-                result.checked += 1
-                try:
-                    policy = reg.get(row["policy_version"])
-                except ContextlensError as err:
-                    result.errors.append({"assembly_id": aid, "error": str(err)})
-                else:
-                    out = plugin.assemble(snapshot, request_from_row(row), policy)
-                    if out.selection_hash == row["selection_hash"]:
-                        result.faithful += 1
-                    else:
-                        drifted.append((row, out))
-                done += 1
-                report(done, total)
-            snapshots[conversation_id] = None  # type: ignore[assignment]  # free it early
-        if not drifted:
-            continue
-        # the recorded rows only of the drifted assemblies: one query per chunk
-        recorded: dict[str, list[dict[str, Any]]] = {}
-        rows = store.recorded_records([r["assembly_id"] for r, _ in drifted], export_id).to_pylist()
-        for r in _clean_records(rows):
-            recorded.setdefault(r["assembly_id"], []).append(r)
-        for row, out in drifted:
-            aid = row["assembly_id"]
-            d = diff_records(recorded.get(aid, []), out.records,
-                             f"recorded {row['policy_version']}",
-                             f"replay {row['policy_version']}")
-            result.drifted.append({
-                "assembly_id": aid, "assembler_version": row["assembler_version"],
-                "policy_version": row["policy_version"], "diff": d,
-                "recorded_hash": row["selection_hash"], "replay_hash": out.selection_hash,
-            })
-    result.drifted.sort(key=lambda d: d["assembly_id"])
-    return result
 
 
 def token_report(store: "Store", registry: PolicyRegistry | None = None,

@@ -1,9 +1,9 @@
-"""Verify: replay every recorded assembly under its own recorded policy version and list the
-ones whose selection drifted from what was recorded.
+"""Verify: replay every recorded assembly under its own recorded policy version, compare it
+with the recorded rows, and list the drifted and inconsistent ones with their verdict.
 
 The replays run in a thread worker; its progress callback hands ``(done, total)`` to the
 screen through ``App.call_from_thread``, so the bar moves while the screen stays live.
-Enter on a drifted request opens its diff (recorded against the replay).
+Enter on a listed request opens its diff (the recorded rows against the replay).
 
 Pipeline: ``VerifyProgressed`` (from the callback) -> ``VerifyFinished`` or ``VerifyFailed``.
 """
@@ -28,14 +28,8 @@ from ingest.errors import ContextlensError
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import safe_text
-from readmodel import CHANGE_CLASSES, RECORDED
+from readmodel import RECORDED, AssemblyVerdict, VerifyResult
 
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """An attribute of a result object, or a key of its JSON form."""
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 PROGRESS_STEPS = 200  # at most this many progress updates per run
 
@@ -45,13 +39,9 @@ class VerifyCancelled(Exception):
 
 
 class VerifyFinished(Message):
-    def __init__(self, checked: int, faithful: int, drifted: list[dict[str, Any]],
-                 errors: list[dict[str, Any]]) -> None:
+    def __init__(self, result: VerifyResult) -> None:
         super().__init__()
-        self.checked = checked
-        self.faithful = faithful
-        self.drifted = drifted
-        self.errors = errors  # assemblies that could not be replayed, e.g. an unknown policy
+        self.result = result
 
 
 class VerifyFailed(Message):
@@ -60,33 +50,37 @@ class VerifyFailed(Message):
         self.error = error
 
 
-def change_summary(diff: Any) -> str:
-    counts = (_get(diff, "summary") or {}).get("counts") or {}
-    parts = [f"{name} {counts[name]}" for name in CHANGE_CLASSES
-             if name != "unchanged" and counts.get(name)]
-    return ", ".join(parts) or "selection hash only"
+LISTED = ("drifted", "inconsistent")  # the verdicts the table lists (the others are counted)
 
 
-def drifted_rows(drifted: list[dict[str, Any]]) -> pa.Table:
-    """One row per drifted assembly (bounded by the drifts found)."""
+def record_summary(item: AssemblyVerdict, most: int = 3) -> str:
+    """The first differing records and their fields, e.g. ``mem-005 decision, position``."""
+    parts = [f"{r.record_id} {', '.join(f.field for f in r.fields)}" for r in item.records[:most]]
+    if len(item.records) > most:
+        parts.append(f"+{len(item.records) - most} more")
+    if item.problems and not parts:
+        return "; ".join(item.problems)
+    return " · ".join(parts) or "-"
+
+
+def listed_rows(listed: list[AssemblyVerdict]) -> pa.Table:
+    """One row per drifted or inconsistent assembly (bounded by those found)."""
     rows: dict[str, list[Any]] = {name: [] for name in (
-        "assembly", "policy", "recorded by", "changes", "tokens", "safety"
+        "assembly", "verdict", "policy", "recorded by", "records differ", "first differences"
     )}
-    for item in drifted:
-        diff = item["diff"]
-        summary = _get(diff, "summary") or {}
-        rows["assembly"].append(item["assembly_id"])
-        rows["policy"].append(item.get("policy_version"))
-        rows["recorded by"].append(item.get("assembler_version"))
-        rows["changes"].append(change_summary(diff))
-        rows["tokens"].append(f"{summary.get('tokens_a', 0):,} → {summary.get('tokens_b', 0):,}")
-        safety = len(_get(diff, "safety") or [])
-        rows["safety"].append(f"⚠ {safety}" if safety else "")
+    for item in listed:
+        rows["assembly"].append(item.assembly_id)
+        rows["verdict"].append(item.verdict)
+        rows["policy"].append(item.policy_version)
+        rows["recorded by"].append(item.assembler_version)
+        rows["records differ"].append(str(len(item.records)))
+        rows["first differences"].append(record_summary(item))
     return pa.table({name: pa.array(values, pa.string()) for name, values in rows.items()})
 
 
 class VerifyScreen(Screen[None]):
-    """Replay every recorded assembly under its recorded policy; list the drifted ones."""
+    """Replay every recorded assembly under its recorded policy; list the drifted and the
+    inconsistent ones."""
 
     BINDINGS = [
         Binding("enter", "open", "Open diff", show=False),
@@ -98,7 +92,8 @@ class VerifyScreen(Screen[None]):
         super().__init__()
         self.checked = 0
         self.faithful = 0
-        self.drifted: list[dict[str, Any]] = []
+        self.result: VerifyResult | None = None
+        self.listed: list[AssemblyVerdict] = []
         self.running = False
 
     def compose(self) -> ComposeResult:
@@ -151,13 +146,8 @@ class VerifyScreen(Screen[None]):
         except ContextlensError as err:
             self.post_message(VerifyFailed(str(err)))
             return
-        drifted = [dict(item) for item in (_get(result, "drifted") or [])]
-        drifted.sort(key=lambda item: item["assembly_id"])
-        errors = [dict(item) for item in (_get(result, "errors") or [])]
         if not worker.is_cancelled:
-            self.post_message(VerifyFinished(
-                int(_get(result, "checked")), int(_get(result, "faithful")), drifted, errors
-            ))
+            self.post_message(VerifyFinished(result))
 
     def _progressed(self, done: int, total: int) -> None:
         if not self.is_attached:
@@ -169,36 +159,37 @@ class VerifyScreen(Screen[None]):
 
     async def on_verify_finished(self, message: VerifyFinished) -> None:
         self.running = False
-        self.checked, self.faithful, self.drifted = message.checked, message.faithful, message.drifted
+        result = self.result = message.result
+        self.checked, self.faithful = result.checked, result.faithful
+        self.listed = [item for item in result.results if item.verdict in LISTED]
         self.set_class(False, "-running")
-        self.set_class(bool(self.drifted), "-drifted")
+        self.set_class(bool(self.listed), "-drifted")
         bar = self.query_one("#verify-progress", ProgressBar)
         bar.update(total=max(self.checked, 1), progress=max(self.checked, 1))
         summary = Text()
         summary.append(f"checked {self.checked:,}", style="bold")
         summary.append(f"  ·  faithful {self.faithful:,}", style="bold green")
-        summary.append(f"  ·  drifted {len(self.drifted):,}",
-                       style="bold red" if self.drifted else "bold")
-        if message.errors:
-            first = message.errors[0]
-            summary.append(f"  ·  not replayable {len(message.errors):,}", style="bold yellow")
-            summary.append(
-                f" (first: {safe_text(first.get('assembly_id'))}: {safe_text(first.get('error'))})",
-                style="yellow",
-            )
-        if self.drifted:
-            summary.append("  —  replaying under the recorded policy selects differently for these:")
-        elif not message.errors:
+        summary.append(f"  ·  drifted {result.drifted:,}", style="bold red" if result.drifted else "bold")
+        summary.append(f"  ·  inconsistent {result.inconsistent:,}",
+                       style="bold red" if result.inconsistent else "bold")
+        summary.append(f"  ·  not replayable {result.not_replayable:,}",
+                       style="bold yellow" if result.not_replayable else "bold")
+        if result.missing_policies:
+            summary.append(f"\n{safe_text(result.missing_policies)}", style="yellow")
+        if self.listed:
+            summary.append("\nthe replay under the recorded policy differs from these recordings, "
+                           "or the recording contradicts itself:")
+        elif not result.not_replayable:
             summary.append("  —  every replay selects what was recorded.")
         self.query_one("#verify-summary", Static).update(summary)
         holder = self.query_one("#verify-holder")
         await holder.remove_children()
-        if self.drifted:
-            table = arrow_table(drifted_rows(self.drifted), id="verify-table", max_column_content_width=70)
+        if self.listed:
+            table = arrow_table(listed_rows(self.listed), id="verify-table", max_column_content_width=70)
             await holder.mount(table)
             table.focus()
             self.query_one("#verify-status", Static).update(
-                "enter: diff of the recorded assembly against its replay · r: verify again · esc: back"
+                "enter: diff of the recorded rows against the replay · r: verify again · esc: back"
             )
         else:
             self.query_one("#verify-status", Static).update("r: verify again · esc: back")
@@ -217,17 +208,24 @@ class VerifyScreen(Screen[None]):
         self._open(event.cursor_row)
 
     def _open(self, row: int) -> None:
-        if not 0 <= row < len(self.drifted):
+        if not 0 <= row < len(self.listed):
             return
-        item = self.drifted[row]
-        version = str(item.get("policy_version"))
-        note = (
-            f"drift: recorded by assembler {item.get('assembler_version')} under {version}; "
-            f"the reference assembler replaying the same request under {version} selects differently"
-        )
-        self.app.open_diff(  # type: ignore[attr-defined]
-            item["assembly_id"], version, RECORDED, diff=item["diff"], note=note
-        )
+        item = self.listed[row]
+        version = item.policy_version
+        if not item.replayable:
+            self.query_one("#verify-status", Static).update(
+                f"{safe_text(item.assembly_id)}: no policy {safe_text(version)} to replay it, "
+                "so no diff · r: verify again · esc: back"
+            )
+            return
+        if item.verdict == "inconsistent":
+            note = (f"inconsistent: {'; '.join(item.problems)}; the diff compares the recorded "
+                    f"rows with the replay under {version}")
+        else:
+            note = (f"drift: recorded by assembler {item.assembler_version} under {version}; "
+                    f"the reference assembler replaying the same request under {version} "
+                    "selects differently")
+        self.app.open_diff(item.assembly_id, version, RECORDED, note=note)  # type: ignore[attr-defined]
 
     def action_open(self) -> None:
         for table in self.query("#verify-table").results(DataTable):

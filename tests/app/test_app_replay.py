@@ -210,15 +210,18 @@ async def test_verify_lists_exactly_the_drifted_assemblies(sample_db: Path) -> N
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, VerifyScreen)
-        assert [d["assembly_id"] for d in screen.drifted] == DRIFTED
+        assert [d.assembly_id for d in screen.listed] == DRIFTED
+        assert {d.verdict for d in screen.listed} == {"drifted"}
         total = screen.checked
         assert total == 52 and screen.faithful == total - len(DRIFTED)
         bar = screen.query_one("#verify-progress")
         assert bar.total == total and bar.progress == total
         summary = str(screen.query_one("#verify-summary").render())
         assert f"checked {total}" in summary and "drifted 3" in summary
+        assert "inconsistent 0" in summary and "not replayable 0" in summary
         table = screen.query_one("#verify-table")
         assert [table.get_row_at(i)[0] for i in range(table.row_count)] == DRIFTED
+        assert [table.get_row_at(i)[1] for i in range(table.row_count)] == ["drifted"] * 3
         await pilot.press("down", "enter")
         await settle(pilot)
         diff = app.screen

@@ -59,17 +59,47 @@ def test_verify_finds_exactly_the_drifted_assemblies(capsys, sample_db: Path, sa
 
     rows = pq.read_table(sample_export / "context_assemblies.parquet").to_pylist()
     expected = sorted(r["assembly_id"] for r in rows if "scenario:drift_supersession" in r["tags"])
+    assert expected == ["asm-013", "asm-014", "asm-015"]
     code, out, err = run(capsys, "verify", "--db", str(sample_db), "--json")
     assert code == 1, "any drift exits 1"
     result = json.loads(out)
     assert result["checked"] == len(rows)
-    assert sorted(d["assembly_id"] for d in result["drifted"]) == expected
-    assert result["faithful"] == len(rows) - len(expected)
-    for d in result["drifted"]:
-        kinds = {c["change"] for c in d["diff"]["changes"]}
-        assert {"newly_included", "newly_omitted"} <= kinds
+    assert (result["faithful"], result["drifted"], result["inconsistent"], result["not_replayable"]) == (
+        len(rows) - len(expected), len(expected), 0, 0)
+    assert [d["assembly_id"] for d in result["results"]] == expected
+    for d in result["results"]:
+        assert d["verdict"] == "drifted" and d["policy_version"] == "v4"
+        assert d["recorded_hash"] == d["recomputed_hash"] != d["replay_hash"]
+        flips = {(f["recorded"], f["replayed"]) for r in d["records"] for f in r["fields"]
+                 if f["field"] == "decision"}
+        assert flips == {("included", "omitted"), ("omitted", "included")}
+    code, out, err = run(capsys, "verify", "--db", str(sample_db))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == f"checked {len(rows)}: {len(rows) - 3} faithful, 3 drifted, 0 inconsistent, 0 not replayable"
+    assert [l.split()[1] for l in lines if l.startswith("DRIFTED ")] == expected
+    assert any("decision included → omitted" in l for l in lines)
     code, out, err = run(capsys, "verify", "--db", str(sample_db), "--filter", "-scenario:drift_supersession")
     assert code == 0 and "0 drifted" in out
+
+
+def test_verify_missing_policy_is_one_line_and_fails_only_when_strict(
+        capsys, sample_db: Path, tmp_path: Path) -> None:
+    from replay.policy import bundled_policies_dir
+    import shutil
+
+    folder = tmp_path / "policies"
+    shutil.copytree(bundled_policies_dir(), folder)
+    (folder / "v6.toml").unlink()
+    args = ("verify", "--db", str(sample_db), "--policies", str(folder), "--filter", "policy:v6")
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, "not replayable alone is not a failure"
+    result = json.loads(out)
+    assert (result["checked"], result["not_replayable"], result["faithful"]) == (2, 2, 0)
+    assert {r["verdict"] for r in result["results"]} == {"not_replayable"}
+    assert len(err.strip().splitlines()) == 1 and "v6" in err and "2 requests" in err
+    code, out, err = run(capsys, *args, "--strict")
+    assert code == 1 and "2 not replayable" in out and len(err.strip().splitlines()) == 1
 
 
 def test_report_tokens_per_scenario(capsys, sample_db: Path) -> None:

@@ -36,33 +36,46 @@ def test_verify_finds_exactly_the_drift_story(store: Store) -> None:
     drift_ids = store.list_assemblies(flt="scenario:drift_supersession").column("assembly_id").to_pylist()
     total = store.count_assemblies()
     assert result.checked == total
-    assert sorted(d["assembly_id"] for d in result.drifted) == sorted(drift_ids)
+    assert [d.assembly_id for d in result.results] == sorted(drift_ids) == ["asm-013", "asm-014", "asm-015"]
+    assert {d.verdict for d in result.results} == {"drifted"} and result.drifted == len(drift_ids)
     assert result.faithful == total - len(drift_ids)
-    assert not result.errors and not result.ok
+    assert result.inconsistent == result.not_replayable == 0 and result.missing_policies is None
+    assert not result.ok and result.failed() and result.failed(strict=True)
     assert seen[0] == (0, total) and seen[-1] == (total, total)
     assert [s[0] for s in seen] == list(range(total + 1))
-    for d in result.drifted:
-        assert d["assembler_version"] == "ref-1.0.0-bad" and d["policy_version"] == "v4"
-        counts = d["diff"].summary["counts"]
-        assert counts["newly_included"] == 1 and counts["newly_omitted"] == 1
-        changed = {c["change"]: c for c in d["diff"].changed}
-        # the replay drops the obsolete memory the bad build kept, and keeps its replacement
-        assert changed["newly_omitted"]["b"]["reason_code"] == "superseded"
-        assert changed["newly_included"]["a"]["reason_code"] == "superseded"
+    for d in result.results:
+        assert d.assembler_version == "ref-1.0.0-bad" and d.policy_version == "v4"
+        # the recording is consistent with itself; only the replay differs
+        assert d.recorded_hash == d.recomputed_hash != d.replay_hash and not d.problems
+        fields = {r.record_id: {f.field: (f.recorded, f.replayed) for f in r.fields} for r in d.records}
+        # the bad build kept the obsolete memory and dropped its replacement
+        (kept,) = [rid for rid, f in fields.items() if f.get("decision") == ("included", "omitted")]
+        (dropped,) = [rid for rid, f in fields.items() if f.get("decision") == ("omitted", "included")]
+        assert fields[kept]["reason_code"] == ("compact_memory", "superseded")
+        assert fields[dropped]["reason_code"] == ("superseded", "compact_memory")
+        # the records after the obsolete memory moved up one position, nothing else changed
+        others = {rid: f for rid, f in fields.items() if rid not in (kept, dropped)}
+        assert others and all(set(f) == {"position"} for f in others.values())
+        assert all(a == b + 1 for f in others.values() for a, b in [f["position"]])
     js = result.to_json()
-    assert js["checked"] == total and len(js["drifted"]) == len(drift_ids)
+    assert (js["checked"], js["faithful"], js["drifted"]) == (total, total - 3, 3)
+    assert [r["verdict"] for r in js["results"]] == ["drifted"] * 3
 
 
 def test_verify_with_a_filter_and_a_missing_policy(store: Store, tmp_path: Path) -> None:
     only = service.verify(store, REG, flt="scenario:incident_calendar_freshness")
-    assert only.checked == 10 and only.faithful == 10 and only.ok
+    assert only.checked == 10 and only.faithful == 10 and only.ok and not only.results
     folder = tmp_path / "policies"
     shutil.copytree(bundled_policies_dir(), folder)
     (folder / "v6.toml").unlink()
     partial = service.verify(store, PolicyRegistry(folder), flt="policy:v6")
-    assert partial.checked == 2 and partial.faithful == 0
-    assert [e["assembly_id"] for e in partial.errors] == ["asm-039", "asm-040"]
-    assert "unknown policy version 'v6'" in partial.errors[0]["error"]
+    assert partial.checked == 2 and partial.faithful == 0 and partial.not_replayable == 2
+    assert [(r.assembly_id, r.verdict) for r in partial.results] == [
+        ("asm-039", "not_replayable"), ("asm-040", "not_replayable")]
+    assert all(r.replay_hash is None and not r.records for r in partial.results)
+    # one line for all of them, naming the version and how many requests recorded it
+    assert partial.missing_policies is not None and "lacks v6 recorded by 2 requests" in partial.missing_policies
+    assert partial.ok and not partial.failed() and partial.failed(strict=True)
 
 
 def test_recorded_assembly_matches_the_store(store: Store) -> None:
