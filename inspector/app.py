@@ -93,15 +93,18 @@ class ContextLensApp(App[None]):
     # ------------------------------------------------------------------ data access
 
     def store(self) -> "Store":
-        """This thread's read-only store (opened on first use). Call from workers only."""
+        """This thread's read-only store. Call from workers only. The file is opened once;
+        each worker thread gets its own cursor on it (a worker is a new thread, and opening
+        the file per worker cost more than a whole assembly's queries)."""
         store = getattr(self._local, "store", None)
         if store is None:
-            from ingest.store import Store
-
-            store = Store.open(self.db_path, read_only=True)
-            self._local.store = store
             with self._stores_lock:
-                self._stores.append(store)
+                if not self._stores:
+                    from ingest.store import Store
+
+                    self._stores.append(Store.open(self.db_path, read_only=True))
+                root = self._stores[0]
+            store = self._local.store = root.cursor()
         return store
 
     def answers(self) -> "ReadModel":

@@ -162,6 +162,8 @@ class AssemblyScreen(Screen[None]):
         self.query_one("#prompt-log", Log).clear()
         self.query_one("#prompt-status", Static).update("")
         self.query_one("#omitted-tree", Tree).clear()
+        for pane in ("#tab-context", "#tab-trace"):  # the last assembly's tables go at once
+            self.query_one(pane, TabPane).remove_children()
         self.query_one(RecordPanel).show_message("Loading records…")
         self.query_one("#tabs", TabbedContent).active = "tab-context"
         self.open_assembly()
