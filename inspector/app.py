@@ -83,9 +83,10 @@ class ContextLensApp(App[None]):
         self._local = threading.local()
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
-        from readmodel import ReplayCache
+        from readmodel import AnswerCache
 
-        self.replays = ReplayCache()
+        self.replays = AnswerCache()
+        self.views = AnswerCache(size=8)  # assembly views: the highlighted request, prefetched
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
         self.sub_title = one_line(self.db_path.name, 80)
@@ -113,7 +114,7 @@ class ContextLensApp(App[None]):
         if model is None:
             from readmodel import ReadModel
 
-            model = ReadModel(self.store(), self.registry, self.replays)
+            model = ReadModel(self.store(), self.registry, self.replays, self.views)
             self._local.answers = model
         return model
 

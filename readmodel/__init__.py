@@ -8,7 +8,7 @@ from replay.diff import CHANGE_CLASSES
 from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
 from .masking import Masker, masked_placeholder
-from .model import RECORDED, ReadModel, ReplayCache
+from .model import RECORDED, AnswerCache, ReadModel, ReplayCache
 from .tokens import token_accounting
 from .records import record_content
 from .results import (
@@ -30,6 +30,7 @@ __all__ = [
     "CHANGE_CLASSES",
     "RECORDED",
     "AssemblyVerdict",
+    "AnswerCache",
     "AssemblyView",
     "ConversationView",
     "DiffView",

@@ -56,19 +56,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from replay.assembler import Assembly
     from replay.policy import PolicyRegistry
 
-__all__ = ["RECORDED", "ReadModel", "ReplayCache"]
+__all__ = ["RECORDED", "AnswerCache", "ReadModel", "ReplayCache"]
 
 RECORDED = "recorded"
 COMPACT_BOUNDARY = "compact_boundary"  # the speaker label transcript adapters give markers
-class ReplayCache:
-    """Replayed assemblies by (assembly_id, policy_version), least recently used dropped."""
+class AnswerCache:
+    """Answers by key, least recently used dropped: replayed assemblies by (assembly_id,
+    policy_version), assembly views by (assembly_id, reveal). Answers are frozen and the
+    store is read-only, so a cached answer stays true."""
 
     def __init__(self, size: int = 16) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], Assembly] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str], compute: Callable[[], "Assembly"]) -> "Assembly":
+    def get(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
@@ -83,6 +85,9 @@ class ReplayCache:
         return value
 
 
+ReplayCache = AnswerCache  # the name the app and tests know it by
+
+
 class ReadModel:
     """Answers over one store (and a policy registry for replays)."""
 
@@ -90,11 +95,15 @@ class ReadModel:
         self,
         store: "Store",
         registry: "PolicyRegistry | Callable[[], PolicyRegistry] | None" = None,
-        replays: ReplayCache | None = None,
+        replays: AnswerCache | None = None,
+        views: AnswerCache | None = None,
     ) -> None:
         self.store = store
         self._registry = registry
-        self.replays = replays if replays is not None else ReplayCache()
+        self.replays = replays if replays is not None else AnswerCache()
+        # assembly views; the app shares one so a request highlighted in the list is ready
+        # when it is opened (None: not cached)
+        self.views = views
 
     # ------------------------------------------------------------------ policies
 
@@ -157,6 +166,12 @@ class ReadModel:
 
     def assembly(self, assembly_id: str, reveal: bool = False) -> AssemblyView:
         """The recorded request, every record it weighed and its decision trace."""
+        if self.views is not None:
+            return self.views.get(("assembly", assembly_id, reveal),
+                                  lambda: self._assembly(assembly_id, reveal))
+        return self._assembly(assembly_id, reveal)
+
+    def _assembly(self, assembly_id: str, reveal: bool) -> AssemblyView:
         store = self.store
         masker = Masker(reveal)
         row = store.assembly(assembly_id)

@@ -34,6 +34,7 @@ from ..widgets.safe import one_line
 PAGE_ROWS = 500
 FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
+PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
 PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
 
 # (column label shown, store column it sorts by)
@@ -148,6 +149,7 @@ class RequestsScreen(Screen[None]):
         self._total = 0
         self._loading_more = False
         self._filter_timer: Timer | None = None
+        self._prefetch_timer: Timer | None = None
         self.queries_run = 0  # store queries run for the list (pages and counts)
 
     # ------------------------------------------------------------------ layout
@@ -326,12 +328,31 @@ class RequestsScreen(Screen[None]):
 
     @on(DataTable.CellHighlighted, "#requests-table")
     def cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
+        self._prefetch_later(event.coordinate.row)
         loaded = self._display.num_rows if self._display is not None else 0
         near_end = event.coordinate.row >= loaded - PREFETCH_ROWS
         if near_end and loaded < self._matched and not self._loading_more:
             self._loading_more = True
             self.load_page(self._generation, self.query_state, loaded)
             self._update_status()
+
+    def _prefetch_later(self, row: int) -> None:
+        """Once the cursor rests on a request, load its assembly in the background, so
+        Enter opens it with its records already read."""
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+        keys = self._row_keys(row)
+        if keys is not None:
+            self._prefetch_timer = self.set_timer(PREFETCH_PAUSE, lambda: self.prefetch(keys[0]))
+
+    @work(thread=True, exclusive=True, group="prefetch")
+    def prefetch(self, assembly_id: str) -> None:
+        self._prefetch_timer = None
+        try:
+            self.app.answers().assembly(  # type: ignore[attr-defined]
+                assembly_id, reveal=bool(self.app.reveal))  # type: ignore[attr-defined]
+        except ContextlensError:
+            pass  # opening it will say what is wrong
 
     @on(DataTable.HeaderSelected, "#requests-table")
     def header_selected(self, event: DataTable.HeaderSelected) -> None:
