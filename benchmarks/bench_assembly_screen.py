@@ -13,6 +13,9 @@
    highlighted request's assembly ahead, after 0.15 s), then Enter; timed from the key to the
    same point. Target: at most 2x the read-model call.
 
+4. The floor: pushing a trivial screen (a header, one line, a footer) in the same headless
+   app, to the app's next idle moment: what any screen switch costs here.
+
 The headless app renders like a terminal one (same compositor), without the terminal's I/O.
 """
 
@@ -94,6 +97,35 @@ def time_screen(db: Path, aid: str, repeat: int) -> tuple[float, float]:
         AssemblyScreen.on_records_loaded = original  # type: ignore[method-assign]
 
 
+def time_trivial_screen(repeat: int) -> float:
+    from textual.app import App
+    from textual.screen import Screen
+    from textual.widgets import Footer, Header, Static
+
+    class Trivial(Screen[None]):
+        def compose(self):  # type: ignore[no-untyped-def]
+            yield Header()
+            yield Static("one line")
+            yield Footer()
+
+    async def run() -> list[float]:
+        out = []
+        app: App[None] = App()
+        async with app.run_test(size=(160, 45)) as pilot:
+            app.install_screen(Trivial(), "trivial")
+            for i in range(repeat + 1):
+                t0 = time.perf_counter()
+                app.push_screen("trivial")
+                await pilot.pause()
+                if i:
+                    out.append(time.perf_counter() - t0)
+                app.pop_screen()
+                await pilot.pause(0.05)
+        return out
+
+    return statistics.median(asyncio.run(run()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=2000)
@@ -106,11 +138,14 @@ def main() -> None:
         ingest(export, db)
         model = time_read_model(db, aid, args.repeat)
         cold, rested = time_screen(db, aid, args.repeat)
+        floor = time_trivial_screen(args.repeat)
     print(f"read model   ReadModel.assembly ({args.records} records): {model * 1000:.1f} ms")
     print(f"cold open    open_assembly to the records on screen:  {cold * 1000:.1f} ms "
           f"({cold / model:.2f}x)")
     print(f"Enter        on the request the cursor rests on:      {rested * 1000:.1f} ms "
           f"({rested / model:.2f}x, target <= 2x)")
+    print(f"floor        a trivial screen pushed, to idle:        {floor * 1000:.1f} ms "
+          f"({floor / model:.2f}x)")
 
 
 if __name__ == "__main__":
