@@ -39,6 +39,7 @@ from .results import (
     AssemblyView,
     ConversationView,
     DiffView,
+    SafetyView,
     PolicyInfo,
     PromptPartView,
     PromptView,
@@ -285,6 +286,7 @@ class ReadModel:
         """A = the recording (``against="recorded"``) or a replay under ``against``;
         B = a replay under ``version``."""
         from replay.diff import diff_records
+        from replay.safety import load_context
 
         store = self.store
         masker = Masker(reveal)
@@ -300,7 +302,9 @@ class ReadModel:
         else:
             a_records = self.replayed(assembly_id, against).records
             a_label = f"replay {against}"
-        d = diff_records(a_records, b.records, a_label, f"replay {version}")
+        d = diff_records(a_records, b.records, a_label, f"replay {version}",
+                         context=load_context(store, assembly_id, registry),
+                         a_recorded=against == RECORDED)
         return _diff_view(store, assembly_id, d, against, version, masker)
 
     def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,
@@ -330,7 +334,7 @@ class ReadModel:
 
         masker = Masker(reveal)
         out = []
-        for finding in lint(self.store, flt):
+        for finding in lint(self.store, flt, self.registry):
             item = finding.to_json()
             item["detail"] = masker.text(item.get("detail"))
             out.append(item)
@@ -408,6 +412,7 @@ def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: st
     return DiffView(
         assembly_id=assembly_id, a_label=d.a_label, b_label=d.b_label, a_spec=a_spec,
         b_spec=b_spec, summary=frozen_row(d.summary), changes=tuple(changes),
-        safety=tuple(frozen_row(s) for s in d.safety),
+        safety=SafetyView(**{g: tuple(frozen_row(s) for s in getattr(d.safety, g))
+                             for g in ("regressions", "fixes", "in_recording")}),
         labels=dict(zip(keys, labels, strict=True)),
     )

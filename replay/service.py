@@ -21,6 +21,7 @@ from ingest.errors import ContextlensError
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
 from .policy import PolicyRegistry, load_registry
+from .safety import SafetyContext
 from .snapshot import Request, Snapshot, load_snapshot, load_snapshots, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,7 +108,9 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
     else:
         a_records = plugin.assemble(snapshot, request, reg.get(against)).records
         a_label = f"replay {against}"
-    return diff_records(a_records, b.records, a_label, f"replay {policy_version}")
+    return diff_records(a_records, b.records, a_label, f"replay {policy_version}",
+                        context=SafetyContext(snapshot, request, reg),
+                        a_recorded=against == "recorded")
 
 
 @dataclass
