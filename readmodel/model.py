@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
 from replay import service
-from replay.explain import explain, policy_key
+from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
 
 from .masking import (
@@ -212,6 +212,8 @@ class ReadModel:
                 trace = [t for t in trace if t.get("record_kind") == kind]
             version = request["policy_version"]
             label = f"recorded {version}"
+            others = (service.recorded_records(store, assembly_id, request["export_id"])
+                      if decision is not None else [])
         else:
             assembly = self.replayed(assembly_id, side)
             decision = next(
@@ -225,6 +227,7 @@ class ReadModel:
             )
             version = side
             label = f"replay {side}"
+            others = assembly.records
         if kind is None:
             raise NotFoundError(f"record '{record_id}' is not in assembly '{assembly_id}'")
         record = store.record(kind, record_id) if kind != "model_run" else None
@@ -236,8 +239,8 @@ class ReadModel:
                         f"it was not a candidate for this request.{missing}")
             key = None
         else:
-            sentence = explain(context, decision, record, trace, provenance)
-            key = policy_key(context, decision, record)
+            key = self._deciding_key(request, version, decision, record)
+            sentence = explain(context, decision, record, trace, provenance, others, key=key)
         privacy = (record or {}).get("privacy_class")
         return RecordWhy(
             assembly_id=assembly_id,
@@ -255,6 +258,18 @@ class ReadModel:
             content=masker.text(record_content(kind, record), privacy),
             privacy_class=privacy,
         )
+
+    def _deciding_key(self, request: dict[str, Any], version: str, decision: dict[str, Any],
+                      record: dict[str, Any] | None) -> str | None:
+        """The policy key whose change alone flips ``decision`` (checked by a replay), or None."""
+        from replay.snapshot import load_snapshot, request_from_row
+
+        context = {**request, "policy_version": version}
+        if policy_key(context, decision, record) is None or version not in self.registry.versions():
+            return None
+        snapshot = load_snapshot(self.store, request["conversation_id"], request["export_id"])
+        return deciding_key(snapshot, request_from_row(request), self.registry.get(version),
+                            decision, record)
 
     # ------------------------------------------------------------------ replay and diff
 
