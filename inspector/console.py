@@ -78,15 +78,34 @@ def progress_printer() -> Callable[[str, int, int], None] | None:
     return progress
 
 
+SAFETY_GROUP_TITLES = (
+    ("regressions", "regressions (B has, A has not)"),
+    ("fixes", "fixes (A has, B has not)"),
+    ("in_recording", "in the recording (sent)"),
+)
+
+
+def print_safety(safety: dict[str, Any]) -> None:
+    """A diff's safety findings, or "safety: none"."""
+    groups = [(key, title, safety.get(key) or []) for key, title in SAFETY_GROUP_TITLES]
+    if not any(items for _, _, items in groups):
+        click.echo("safety: none")
+        return
+    click.echo("safety:")
+    for _key, title, items in groups:
+        if not items:
+            continue
+        click.echo(f"  {title}: {len(items)}")
+        for f in items:
+            click.echo(f"    {vis(f['finding'])}  {vis(f['record_kind'])} {vis(f['record_id'])}")
+
+
 def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
+    print_safety(d.get("safety") or {})
     summary = d["summary"]
-    click.echo(f"{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
+    click.echo(f"\n{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
     counts = summary["counts"]
     click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
-    if d["safety"]:
-        click.echo(f"\nSAFETY: {len(d['safety'])} record(s) newly exposed that A withheld:")
-        for f in d["safety"]:
-            click.echo(f"  {vis(f['record_kind'])} {vis(f['record_id'])}: withheld for {vis(f['a_reason'])}, now {vis(f['b_rendering'])} ({vis(f['b_reason'])})")
     rows = []
     for c in d["changes"]:
         if changes_only and c["change"] == "unchanged":

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
 from replay import service
-from replay.explain import explain, policy_key
+from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
 from replay.verify import VerifyResult, verify as verify_store
 
@@ -40,6 +40,7 @@ from .results import (
     AssemblyView,
     ConversationView,
     DiffView,
+    SafetyView,
     PolicyInfo,
     PromptPartView,
     PromptView,
@@ -228,6 +229,8 @@ class ReadModel:
                 trace = [t for t in trace if t.get("record_kind") == kind]
             version = request["policy_version"]
             label = f"recorded {version}"
+            others = (service.recorded_records(store, assembly_id, request["export_id"])
+                      if decision is not None else [])
         else:
             assembly = self.replayed(assembly_id, side)
             decision = next(
@@ -241,6 +244,7 @@ class ReadModel:
             )
             version = side
             label = f"replay {side}"
+            others = assembly.records
         if kind is None:
             raise NotFoundError(f"record '{record_id}' is not in assembly '{assembly_id}'")
         record = store.record(kind, record_id) if kind != "model_run" else None
@@ -252,8 +256,8 @@ class ReadModel:
                         f"it was not a candidate for this request.{missing}")
             key = None
         else:
-            sentence = explain(context, decision, record, trace, provenance)
-            key = policy_key(context, decision, record)
+            key = self._deciding_key(request, version, decision, record)
+            sentence = explain(context, decision, record, trace, provenance, others, key=key)
         privacy = (record or {}).get("privacy_class")
         return RecordWhy(
             assembly_id=assembly_id,
@@ -271,6 +275,18 @@ class ReadModel:
             content=masker.text(record_content(kind, record), privacy),
             privacy_class=privacy,
         )
+
+    def _deciding_key(self, request: dict[str, Any], version: str, decision: dict[str, Any],
+                      record: dict[str, Any] | None) -> str | None:
+        """The policy key whose change alone flips ``decision`` (checked by a replay), or None."""
+        from replay.snapshot import load_snapshot, request_from_row
+
+        context = {**request, "policy_version": version}
+        if policy_key(context, decision, record) is None or version not in self.registry.versions():
+            return None
+        snapshot = load_snapshot(self.store, request["conversation_id"], request["export_id"])
+        return deciding_key(snapshot, request_from_row(request), self.registry.get(version),
+                            decision, record)
 
     # ------------------------------------------------------------------ replay and diff
 
@@ -302,6 +318,7 @@ class ReadModel:
         """A = the recording (``against="recorded"``) or a replay under ``against``;
         B = a replay under ``version``."""
         from replay.diff import diff_records
+        from replay.safety import load_context
 
         store = self.store
         masker = Masker(reveal)
@@ -317,7 +334,9 @@ class ReadModel:
         else:
             a_records = self.replayed(assembly_id, against).records
             a_label = f"replay {against}"
-        d = diff_records(a_records, b.records, a_label, f"replay {version}")
+        d = diff_records(a_records, b.records, a_label, f"replay {version}",
+                         context=load_context(store, assembly_id, registry),
+                         a_recorded=against == RECORDED)
         return _diff_view(store, assembly_id, d, against, version, masker)
 
     def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,
@@ -350,7 +369,7 @@ class ReadModel:
 
         masker = Masker(reveal)
         out = []
-        for finding in lint(self.store, flt):
+        for finding in lint(self.store, flt, self.registry):
             item = finding.to_json()
             item["detail"] = masker.text(item.get("detail"))
             out.append(item)
@@ -428,6 +447,7 @@ def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: st
     return DiffView(
         assembly_id=assembly_id, a_label=d.a_label, b_label=d.b_label, a_spec=a_spec,
         b_spec=b_spec, summary=frozen_row(d.summary), changes=tuple(changes),
-        safety=tuple(frozen_row(s) for s in d.safety),
+        safety=SafetyView(**{g: tuple(frozen_row(s) for s in getattr(d.safety, g))
+                             for g in ("regressions", "fixes", "in_recording")}),
         labels=dict(zip(keys, labels, strict=True)),
     )

@@ -17,6 +17,7 @@ __all__ = [
     "AssemblyView",
     "ConversationView",
     "DiffView",
+    "SafetyView",
     "PolicyInfo",
     "PromptPartView",
     "PromptView",
@@ -217,6 +218,29 @@ class ReplayView:
 
 
 @dataclass(frozen=True)
+class SafetyView:
+    """A diff's safety findings (``replay/safety.py``): regressions (B has, A has not), fixes
+    (A has, B has not) and findings in a recorded side. Each entry: record_id, record_kind,
+    finding. ``len()`` is the number of regressions."""
+
+    regressions: tuple[Mapping[str, Any], ...] = ()
+    fixes: tuple[Mapping[str, Any], ...] = ()
+    in_recording: tuple[Mapping[str, Any], ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.regressions)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.regressions or self.fixes or self.in_recording)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"regressions": [dict(s) for s in self.regressions],
+                "fixes": [dict(s) for s in self.fixes],
+                "in_recording": [dict(s) for s in self.in_recording]}
+
+
+@dataclass(frozen=True)
 class DiffView:
     """Side A against side B of one request, safety findings first."""
 
@@ -227,7 +251,7 @@ class DiffView:
     b_spec: str
     summary: Mapping[str, Any]
     changes: tuple[Mapping[str, Any], ...]  # safety first, then by change class
-    safety: tuple[Mapping[str, Any], ...]
+    safety: SafetyView
     labels: Mapping[tuple[str, str], str]  # (kind, id) -> masked one-line label
 
     @property
@@ -240,7 +264,7 @@ class DiffView:
             "b_label": self.b_label,
             "summary": dict(self.summary),
             "changes": [dict(c) for c in self.changes],
-            "safety": [dict(s) for s in self.safety],
+            "safety": self.safety.to_json(),
         }
 
 

@@ -545,7 +545,7 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         cls = c.row["privacy_class"]
         if c.kind == "tool_artifact" and cls in blocked_raw:
             c.add(5, "privacy", "deny", "privacy_restricted",
-                  f"raw {cls} body is never sent; a safe summary may be")
+                  f"raw {cls} body is never sent; a safe summary of it may be sent instead")
         elif cls in blocked_here:
             c.add(5, "privacy", "deny", "provider_restricted",
                   f"{cls} data is not sent to {req.provider}")

@@ -9,25 +9,76 @@ Records pair by (record_kind, record_id). Each pair gets one change class:
 - ``moved``: included in both alike, but its order among the records both include changed;
 - ``unchanged``.
 
-The **safety** list holds the records B includes that A withheld for a privacy, visibility,
-branch or ownership reason (``SAFETY_REASONS``): a replay that newly exposes them is the
-first thing a reviewer must see.
+**Safety** is the one definition of ``replay/safety.py``, applied to both sides when the
+caller passes the request's ``SafetyContext``: ``Diff.safety`` holds the ``regressions``
+(findings B has and A has not), the ``fixes`` (A has, B has not) and ``in_recording`` (the
+findings of a side that is the recording: leaks in what was actually sent), each entry
+``record_id``, ``record_kind``, ``finding``. A reviewer sees them first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CHANGE_CLASSES", "SAFETY_REASONS", "Diff", "diff_records"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .safety import SafetyContext
+
+__all__ = ["CHANGE_CLASSES", "Diff", "SafetyDelta", "diff_records"]
 
 CHANGE_CLASSES = ("newly_included", "newly_omitted", "rendering_changed", "reason_changed",
                   "moved", "unchanged")
-SAFETY_REASONS = frozenset({"privacy_restricted", "provider_restricted", "participant_private",
-                            "audit_only", "sibling_branch", "child_not_promoted"})
 _SIDE_FIELDS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
                 "policy_family")
 _CLASS_RANK = {c: i for i, c in enumerate(CHANGE_CLASSES)}
+SAFETY_GROUPS = ("regressions", "fixes", "in_recording")
+
+
+def _entry(f: dict[str, Any]) -> dict[str, Any]:
+    return {"record_id": f["record_id"], "record_kind": f["record_kind"], "finding": f["finding"]}
+
+
+def _key(f: dict[str, Any]) -> tuple[str, str, str]:
+    return (f["record_kind"], f["record_id"], f["finding"])
+
+
+@dataclass(frozen=True)
+class SafetyDelta:
+    """The safety findings of a diff: regressions, fixes and findings in a recording.
+
+    ``len()`` is the number of regressions (what a replay newly exposes)."""
+
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+    in_recording: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.regressions)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.regressions or self.fixes or self.in_recording)
+
+    @classmethod
+    def between(cls, a: list[dict[str, Any]], b: list[dict[str, Any]], a_recorded: bool = False,
+                b_recorded: bool = False) -> "SafetyDelta":
+        """The delta of side A's findings ``a`` and side B's ``b``."""
+        ka, kb = {_key(f) for f in a}, {_key(f) for f in b}
+        recorded = (a if a_recorded else []) + (b if b_recorded else [])
+        seen: set[tuple[str, str, str]] = set()
+        in_rec = []
+        for f in sorted(recorded, key=_key):
+            if _key(f) not in seen:
+                seen.add(_key(f))
+                in_rec.append(_entry(f))
+        return cls(
+            regressions=[_entry(f) for f in sorted(b, key=_key) if _key(f) not in ka],
+            fixes=[_entry(f) for f in sorted(a, key=_key) if _key(f) not in kb],
+            in_recording=in_rec,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {g: [dict(e) for e in getattr(self, g)] for g in SAFETY_GROUPS}
 
 
 @dataclass(frozen=True)
@@ -36,7 +87,7 @@ class Diff:
     b_label: str
     summary: dict[str, Any]
     changes: list[dict[str, Any]]
-    safety: list[dict[str, Any]] = field(default_factory=list)
+    safety: SafetyDelta = field(default_factory=SafetyDelta)
 
     @property
     def changed(self) -> list[dict[str, Any]]:
@@ -49,7 +100,7 @@ class Diff:
             "b_label": self.b_label,
             "summary": self.summary,
             "changes": self.changes,
-            "safety": self.safety,
+            "safety": self.safety.to_json(),
         }
 
 
@@ -95,13 +146,22 @@ def _classify(ra: dict[str, Any] | None, rb: dict[str, Any] | None, moved: bool)
 
 
 def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]],
-                 a_label: str = "A", b_label: str = "B") -> Diff:
-    """Pair two assemblies' records by (kind, id) and classify every pair."""
+                 a_label: str = "A", b_label: str = "B", *,
+                 context: "SafetyContext | None" = None, a_recorded: bool = False,
+                 b_recorded: bool = False) -> Diff:
+    """Pair two assemblies' records by (kind, id) and classify every pair.
+
+    With ``context`` (the request's SafetyContext) both sides' safety findings are computed
+    and compared; ``a_recorded`` / ``b_recorded`` say which side is the recording."""
     a = {(r["record_kind"], r["record_id"]): r for r in a_records}
     b = {(r["record_kind"], r["record_id"]): r for r in b_records}
     rank_a, rank_b = _common_ranks(a, b)
+    safety = SafetyDelta()
+    if context is not None:
+        safety = SafetyDelta.between(context.findings(a_records), context.findings(b_records),
+                                     a_recorded, b_recorded)
+    regressed = {(f["record_kind"], f["record_id"]) for f in safety.regressions}
     changes: list[dict[str, Any]] = []
-    safety: list[dict[str, Any]] = []
     counts = {c: 0 for c in CHANGE_CLASSES}
     keys = set(a)
     keys.update(b)
@@ -109,15 +169,8 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
         ra, rb = a.get(key), b.get(key)
         change = _classify(ra, rb, key in rank_a and rank_a[key] != rank_b[key])
         counts[change] += 1
-        unsafe = (rb is not None and rb["decision"] == "included" and ra is not None
-                  and ra["decision"] != "included" and ra["reason_code"] in SAFETY_REASONS)
         changes.append({"record_kind": key[0], "record_id": key[1], "change": change,
-                        "a": _side(ra), "b": _side(rb), "safety": unsafe})
-        if unsafe:
-            safety.append({"record_kind": key[0], "record_id": key[1],
-                           "a_reason": ra["reason_code"],  # type: ignore[index]
-                           "b_rendering": rb["rendering"],  # type: ignore[index]
-                           "b_reason": rb["reason_code"]})  # type: ignore[index]
+                        "a": _side(ra), "b": _side(rb), "safety": key in regressed})
     rank = _CLASS_RANK
     changes.sort(key=lambda c: (not c["safety"], rank[c["change"]], c["record_kind"],
                                 c["record_id"]))
@@ -129,6 +182,6 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
         "tokens_b": sum(int(r["tokens"]) for r in inc_b),
         "included_a": len(inc_a),
         "included_b": len(inc_b),
-        "safety": len(safety),
+        "safety": len(safety.regressions),
     }
     return Diff(a_label, b_label, summary, changes, safety)

@@ -8,9 +8,11 @@ so (tokens short, stale since, superseded by, the deciding policy family).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ingest.timefmt import sentence_time
+if TYPE_CHECKING:  # pragma: no cover
+    from .policy import Policy
+    from .snapshot import Request, Snapshot
 
 KIND_NAMES = {
     "message": "Message",
@@ -91,10 +93,22 @@ POLICY_KEYS = {
 }
 
 
+OBSERVED = "observed"  # the policy_version of a runtime's recorded request (transcripts)
+RAW_RENDERINGS = ("verbatim", "rehydrated_raw")
+
+
 def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, Any] | None) -> str | None:
-    """The dotted policy key that decided ``rec``'s outcome, where one key does."""
+    """The dotted policy key that decided ``rec``'s outcome, where changing that one key
+    flips it (tests/unit/test_counterfactual.py holds this true on the sample); None when no
+    single key does, or when the request was observed (no policy)."""
+    if assembly.get("policy_version") == OBSERVED:
+        return None
     reason = rec.get("reason_code") or ""
     record = record or {}
+    if reason == "raw_replaced_by_memory":
+        # only a request for this exact evidence would bring the raw body back
+        exact = assembly.get("exact_evidence_ids") or []
+        return "rehydration.trigger" if rec.get("record_id") in exact else None
     if reason in ("stale", "stale_marker", "compact_memory") and record.get("freshness_class"):
         if reason == "stale_marker" and "broken provenance" in (rec.get("detail") or ""):
             return "freshness.broken_provenance"
@@ -104,6 +118,93 @@ def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, 
     if reason == "redundant" and rec.get("policy_family") == "contradiction":
         return "contradiction.show_both_sides"
     return POLICY_KEYS.get(reason)
+
+
+_HUGE = 10**9
+_UNSET: Any = object()
+
+
+def _policy_value(policy: "Policy", key: str) -> Any:
+    family, _, rest = key.partition(".")
+    section = getattr(policy, family)
+    if family == "privacy" and rest.startswith("providers."):
+        _, provider, field = rest.split(".")
+        rule = section.providers.get(provider)
+        return getattr(rule, field) if rule is not None else None
+    return getattr(section, rest)
+
+
+def _with_value(policy: "Policy", key: str, value: Any) -> "Policy":
+    family, _, rest = key.partition(".")
+    section = getattr(policy, family)
+    if family == "privacy" and rest.startswith("providers."):
+        _, provider, field = rest.split(".")
+        rule = section.providers[provider].model_copy(update={field: value})
+        section = section.model_copy(update={"providers": {**section.providers, provider: rule}})
+    else:
+        section = section.model_copy(update={rest: value})
+    return policy.model_copy(update={family: section})
+
+
+def counterfactual_policy(policy: "Policy", key: str, rec: dict[str, Any],
+                          record: dict[str, Any] | None) -> "Policy | None":
+    """``policy`` with ``key`` changed in the direction that would flip ``rec``: a switch is
+    turned over, a window or budget opened (or, for what it let in, closed), a class or state
+    taken off a list, a mode swapped. None when the key has no such change."""
+    record = record or {}
+    try:
+        now = _policy_value(policy, key)
+    except AttributeError:
+        return None
+    included = rec.get("decision") == "included"
+    if isinstance(now, bool):
+        value: Any = not now
+    elif key == "window.max_messages":
+        value = 0 if included else _HUGE
+    elif key in ("budget.token_budget", "rehydration.byte_budget"):
+        value = _HUGE
+    elif key == "freshness.broken_provenance":
+        value = "omit" if now == "mark" else "mark"
+    elif key.startswith("freshness."):
+        value = 0 if rec.get("rendering") == "compact_memory" else None
+    elif key == "contradiction.supersession":
+        value = "keep_both" if now == "omit_obsolete" else "omit_obsolete"
+    elif key == "ownership.child_promotion":
+        value = "never" if included else "auto"
+    elif key == "rehydration.trigger":
+        value = "never" if now == "exact_evidence" else "exact_evidence"
+    elif key.endswith("blocked_classes") and isinstance(now, list):
+        value = [c for c in now if c != record.get("privacy_class")]
+    elif key == "retention.removed_classes":
+        value = [c for c in now if c != record.get("retention_class")]
+    elif key == "recovery.protected_states":
+        value = []
+    else:
+        return None
+    return _with_value(policy, key, value)
+
+
+def deciding_key(snapshot: "Snapshot", request: "Request", policy: "Policy", rec: dict[str, Any],
+                 record: dict[str, Any] | None, assembler: Any = None) -> str | None:
+    """``policy_key`` of ``rec``, kept only when changing that key alone flips the record
+    (its decision or rendering) on a replay of the request: a record that several keys
+    decide (unblocked, it would still be replaced, trimmed or deduplicated) names none."""
+    context = {**request.__dict__, "policy_version": policy.version}
+    key = policy_key(context, rec, record)
+    if key is None:
+        return None
+    changed = counterfactual_policy(policy, key, rec, record)
+    if changed is None:
+        return None
+    from .assembler import get_assembler
+
+    plugin = assembler if assembler is not None else get_assembler("reference")
+    out = plugin.assemble(snapshot, request, changed)
+    after = next((r for r in out.records if r["record_kind"] == rec["record_kind"]
+                  and r["record_id"] == rec["record_id"]), None)
+    if after is None or (after["decision"], after["rendering"]) != (rec.get("decision"), rec.get("rendering")):
+        return key
+    return None
 
 
 def _provenance_clause(kind: str, provenance: list[dict[str, Any]]) -> str:
@@ -146,23 +247,61 @@ def _scope_clause(assembly: dict[str, Any], record: dict[str, Any] | None) -> st
     return (", " + ", ".join(clauses)) if clauses else ""
 
 
-def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: str) -> str:
+def _cap(text: str) -> str:
+    """A sentence starts with a capital letter."""
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _sentence(text: str) -> str:
+    text = _cap(text.strip())
+    return text if not text or text.endswith(".") else text + "."
+
+
+def _included_in(others: list[dict[str, Any]] | None, kind: str, rid: str) -> dict[str, Any] | None:
+    for o in others or []:
+        if o.get("record_kind") == kind and o.get("record_id") == rid and o.get("decision") == "included":
+            return o
+    return None
+
+
+def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: str,
+                    assembly: dict[str, Any], others: list[dict[str, Any]] | None) -> str:
     reason = rec.get("reason_code")
     detail = (rec.get("detail") or "").strip()
     record = record or {}
     if reason == "over_budget":
         return f"It needed {rec.get('tokens', 0)} tokens" + (f" ({detail})" if detail else "") + "; a larger token budget or a smaller prompt would have let it in."
     if reason == "stale":
-        since = record.get("stale_after")
+        # the policy window's date, as the freshness stage wrote it ("stale since T (class, Nh window)")
         tools = ", ".join(record.get("revalidation_tools") or [])
-        s = f"It has been stale since {sentence_time(since)}" if since else "It is stale"
+        s = f"It has been {detail}" if detail.startswith("stale since") else "It is stale"
         return s + (f"; revalidating with {tools} would refresh it." if tools else "; a fresh observation would refresh it.")
     if reason == "superseded":
-        by = record.get("superseded_by")
-        return f"It is superseded by {by}; the replacement is the current fact." if by else (detail + "." if detail else "")
-    if reason in ("privacy_restricted", "provider_restricted"):
+        if not detail.startswith("superseded by"):
+            by = record.get("superseded_by")
+            detail = f"superseded by {by}" if by else detail
+        if not detail:
+            return ""
+        if "may not see" in detail:
+            return _sentence(f"It is {detail}, so it is not shown as a current fact")
+        by = detail.split()[2] if len(detail.split()) > 2 else None
+        if others is not None and by and _included_in(others, "tool_memory", by) is None:
+            return _sentence(f"It is {detail}, which is not in this prompt either")
+        return _sentence(f"It is {detail}; the replacement is the current fact")
+    if reason == "privacy_restricted":
         cls = record.get("privacy_class")
-        return (f"Its class {cls} is blocked as raw under policy {policy}" if cls else f"Blocked under policy {policy}") + "; only an explicit policy change would send it raw."
+        return (f"Its class {cls} is blocked as raw under policy {policy}" if cls else f"Blocked as raw under policy {policy}") + "; only an explicit policy change would send it raw."
+    if reason == "provider_restricted":
+        cls = record.get("privacy_class")
+        provider = assembly.get("provider") or "this provider"
+        what = f"{cls} data" if cls else "its privacy class"
+        return (f"Policy {policy} sends no {what} to {provider}, raw or summarised; only an explicit "
+                "policy change would send it.")
+    if reason == "raw_replaced_by_memory":
+        mid = detail.split()[-1] if detail.startswith("replaced by compact memory") else None
+        if mid:
+            return f"Compact memory {mid}, derived from it, is in the prompt in its place."
+        return _sentence(detail)
     if reason == "byte_budget_exceeded":
         return f"It has {record.get('byte_size', '?')} bytes; a larger rehydration byte budget would have let it in."
     if reason == "broken_provenance":
@@ -171,7 +310,7 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
         return "Promoting the child's output would make it visible to the parent."
     if reason == "outside_window":
         return "A wider window would have kept it."
-    return detail + "." if detail and not detail.endswith(".") else detail
+    return _sentence(detail)
 
 
 def explain(
@@ -180,12 +319,26 @@ def explain(
     record: dict[str, Any] | None,
     decisions: list[dict[str, Any]],
     provenance: list[dict[str, Any]],
+    others: list[dict[str, Any]] | None = None,
+    key: str | None = _UNSET,
 ) -> str:
-    """One sentence (two for omissions) on why ``rec`` was included or omitted."""
+    """One sentence (two for omissions) on why ``rec`` was included or omitted.
+
+    ``others`` are the final rows of every record of the same assembly (same side): what a
+    sentence about another record (a memory's raw source, a replacement) needs to be true.
+    Without them, nothing is said about other records' decisions. ``key`` is the deciding
+    policy key when the caller checked it (``deciding_key``); by default ``policy_key``."""
+    if key is _UNSET:
+        key = policy_key(assembly, rec, record)
     kind = rec["record_kind"]
     rid = rec["record_id"]
     name = f"{KIND_NAMES.get(kind, kind)} {rid}"
     policy = assembly.get("policy_version", "?")
+    if policy == OBSERVED:
+        if rec.get("decision") == "included":
+            return f"Included {name}: sent in the recorded request; no policy to explain."
+        why = OMITTED_PHRASES.get(rec.get("reason_code") or "", (rec.get("reason_code") or "").replace("_", " "))
+        return f"Omitted {name}: not sent in the recorded request, because {why}; no policy to explain."
     reason = rec.get("reason_code") or ""
     family = rec.get("policy_family") or ""
     broken_sources = [
@@ -201,23 +354,30 @@ def explain(
             f"Included {name} as {rendering}{_provenance_clause(kind, provenance)}"
             f"{_scope_clause(assembly, record)}, because {why}, under policy {policy}"
         )
-        if kind == "tool_memory" and rec.get("rendering") == "compact_memory":
-            sentence += "; raw not rehydrated because the memory sufficed"
+        if kind == "tool_memory" and rec.get("rendering") == "compact_memory" and others is not None:
+            sources = list((record or {}).get("source_artifact_ids") or [])
+            raw = [(a, o["rendering"]) for a in sources
+                   if (o := _included_in(others, "tool_artifact", a)) is not None
+                   and o.get("rendering") in RAW_RENDERINGS]
+            if raw:
+                sentence += "; " + ", ".join(
+                    f"its source artifact {a} is also in the prompt as {RENDERING_PHRASES[r]}"
+                    for a, r in raw)
+            else:
+                sentence += "; raw not rehydrated because the memory sufficed"
         detail = (rec.get("detail") or "").strip()
         if detail and reason in ("compact_memory", "stale_marker", "recovery_protected", "rehydrated_exact"):
             sentence += f" ({detail})"
-        key = policy_key(assembly, rec, record)
         return sentence + "." + (f" Decided by policy key {key}." if key else "")
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
     sentence = (
         f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)},"
         f" because {why} ({family} stage, policy {policy})."
     )
-    after = _counterfactual(rec, record, policy)
+    after = _counterfactual(rec, record, policy, assembly, others)
     if not after and decisions:
         last = decisions[-1]
-        after = (last.get("detail") or "").strip()
-    key = policy_key(assembly, rec, record)
+        after = _sentence(last.get("detail") or "")
     if key:
         after = f"{after} Decided by policy key {key}.".strip()
     return f"{sentence} {after}".strip()

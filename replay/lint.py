@@ -18,7 +18,9 @@ Rules:
 - ``memory_path_escape`` (error): a memory-tool call whose path leaves ``/memories``.
 - safety invariants (error): ``sibling_branch``, ``foreign_private``,
   ``audit_only_included``, ``superseded_included``, ``stale_as_current``,
-  ``restricted_raw_sent`` over the included records of recorded assemblies.
+  ``restricted_raw_sent`` over the included records of recorded assemblies: the findings of
+  ``replay/safety.py`` (one definition of safety) computed in SQL, under these rule names
+  (``replay.safety.LINT_RULES``). A test holds the two equal on the sample.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from urllib.parse import unquote
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
+
+    from .policy import PolicyRegistry
 
 __all__ = [
     "Finding",
@@ -169,11 +173,15 @@ def _rows(table: Any) -> list[dict[str, Any]]:
     return table.to_pylist() if table is not None else []
 
 
-def _safety(store: "Store", flt: Any) -> list[Finding]:
+def _safety(store: "Store", flt: Any, registry: "PolicyRegistry | None") -> list[Finding]:
+    from .policy import load_registry
+    from .safety import standard_blocked, standard_windows
+
+    reg = registry if registry is not None else load_registry(None)
     return [
         Finding(r["invariant"], "error", r["assembly_id"], None, r["record_kind"], r["record_id"],
                 r["detail"])
-        for r in _rows(store.safety_violations(flt))
+        for r in _rows(store.safety_violations(flt, standard_windows(reg), standard_blocked(reg)))
     ]
 
 
@@ -280,10 +288,13 @@ def _memory(store: "Store", flt: Any) -> list[Finding]:
     return out
 
 
-def lint(store: "Store", flt: "AssemblyFilter | str | None" = None) -> list[Finding]:
+def lint(store: "Store", flt: "AssemblyFilter | str | None" = None,
+         registry: "PolicyRegistry | None" = None) -> list[Finding]:
     """Every finding of the store (or of the assemblies / conversations ``flt`` selects),
-    sorted by severity, rule, assembly id, message id, record."""
-    findings: list[Finding] = []
-    for rule in (_safety, _unanswered, _placement, _serial, _memory):
+    sorted by severity, rule, assembly id, message id, record. ``registry`` (the bundled
+    policies when None) holds each assembly's recorded policy version: its freshness windows
+    and provider rules are the standard the safety invariants apply."""
+    findings: list[Finding] = _safety(store, flt, registry)
+    for rule in (_unanswered, _placement, _serial, _memory):
         findings.extend(rule(store, flt))
     return sorted(set(findings), key=Finding.sort_key)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
 from .policy import PolicyRegistry, load_registry
+from .safety import SafetyContext
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
 from .verify import VerifyResult, verify
 
@@ -103,7 +104,9 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
     else:
         a_records = plugin.assemble(snapshot, request, reg.get(against)).records
         a_label = f"replay {against}"
-    return diff_records(a_records, b.records, a_label, f"replay {policy_version}")
+    return diff_records(a_records, b.records, a_label, f"replay {policy_version}",
+                        context=SafetyContext(snapshot, request, reg),
+                        a_recorded=against == "recorded")
 
 
 def token_report(store: "Store", registry: PolicyRegistry | None = None,

@@ -13,16 +13,21 @@ an included record must not be
   with a recursive CTE over ``branches``. Conversation-scoped memories are exempt (a
   conversation-wide fact may fill in from another branch);
 - another participant's ``participant_private`` record the requester is not ``shared_with``
-  (``foreign_private``); a promotable memory of the requester's own subagent child run is
-  exempt (promoted child output);
+  (``foreign_private``), the owner being the record's owner participant, else its owner
+  run's participant (a tool call is private to the participant of its run); a private record whose owner resolves to no participant of the
+  conversation counts too (fail closed); a promotable memory of the requester's own subagent
+  child run is exempt (promoted child output);
 - ``audit_only`` (``audit_only_included``);
 - a memory superseded (its ``superseded_by``, or a memory whose ``supersedes`` names it) by a
   replacement that existed at assembly time and was eligible (on the lineage or
   conversation-scoped, not audit-only, not another participant's private record)
   (``superseded_included``);
-- a memory rendered ``compact_memory`` (as a current fact) after its ``stale_after``
-  (``stale_as_current``);
-- a raw body of a restricted privacy class rendered ``verbatim`` or ``rehydrated_raw``
+- a memory rendered ``compact_memory`` (as a current fact) after it went stale
+  (``stale_as_current``): after its own ``stale_after``, else after ``observed_at`` plus the
+  window of its freshness class under the assembly's recorded policy version (the caller
+  passes every version's windows: the definition of ``replay/safety.py``);
+- a raw body of a restricted privacy class rendered ``verbatim`` or ``rehydrated_raw``, or
+  an artifact or memory of a class the assembly's recorded policy blocks for its provider
   (``restricted_raw_sent``).
 
 Transcript rules (``unanswered_tool_calls``, ``result_placement``, ``serial_read_only_calls``,
@@ -61,14 +66,16 @@ def _where(flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
 _INCLUDED = """
 sel AS (
     SELECT a.export_id, a.assembly_id, a.conversation_id AS asm_conversation,
-           a.branch_id AS asm_branch, a.participant_id AS requester, a.assembled_at
+           a.branch_id AS asm_branch, a.participant_id AS requester, a.assembled_at,
+           a.policy_version AS asm_policy, lower(a.provider) AS asm_provider
     FROM context_assemblies a
     JOIN (SELECT export_id, assembly_id FROM assembly_summary WHERE {where}) s
       ON s.export_id = a.export_id AND s.assembly_id = a.assembly_id
 ),
 inc AS (
     SELECT r.export_id, r.assembly_id, r.record_kind, r.record_id, r.rendering,
-           s.asm_conversation, s.asm_branch, s.requester, s.assembled_at
+           s.asm_conversation, s.asm_branch, s.requester, s.assembled_at, s.asm_policy,
+           s.asm_provider
     FROM assembly_records r
     JOIN sel s ON s.export_id = r.export_id AND s.assembly_id = r.assembly_id
     WHERE r.decision = 'included'
@@ -88,12 +95,15 @@ x AS (
       ON i.record_kind = 'tool_artifact' AND t.export_id = i.export_id AND t.artifact_id = i.record_id
     UNION ALL
     SELECT i.*, t.branch_id, t.created_at, t.visibility_scope, t.owner_participant_id,
-           t.owner_model_run_id, []::VARCHAR[], t.privacy_class, t.stale_after,
+           t.owner_model_run_id, []::VARCHAR[], t.privacy_class,
+           coalesce(t.stale_after, t.observed_at + to_hours(CAST(list_extract(
+               ?::BIGINT[], list_position(?::VARCHAR[], i.asm_policy || '/' || t.freshness_class))
+               AS BIGINT))),
            (t.promotion_policy = 'auto' OR (t.promotion_policy = 'explicit' AND t.promoted))
     FROM inc i JOIN tool_memories t
       ON i.record_kind = 'tool_memory' AND t.export_id = i.export_id AND t.memory_id = i.record_id
     UNION ALL
-    SELECT i.*, r.branch_id, c.requested_at, NULL::VARCHAR, NULL::VARCHAR, c.model_run_id,
+    SELECT i.*, r.branch_id, c.requested_at, 'participant_private', NULL::VARCHAR, c.model_run_id,
            []::VARCHAR[], NULL::VARCHAR, NULL::TIMESTAMPTZ, false
     FROM inc i JOIN tool_calls c
       ON i.record_kind = 'tool_call' AND c.export_id = i.export_id AND c.tool_call_id = i.record_id
@@ -138,14 +148,17 @@ WHERE rec_branch IS NOT NULL
   AND (NOT on_lineage_branch OR (cutoff IS NOT NULL AND rec_at > cutoff))
 UNION ALL
 SELECT 'foreign_private', xl.export_id, xl.assembly_id, xl.record_kind, xl.record_id,
-       'participant_private to ' || xl.owner || ', sent to ' || xl.requester
+       'participant_private to ' || coalesce(po.participant_id, 'an unresolvable owner')
+       || ', sent to ' || xl.requester
        || CASE WHEN len(xl.shared_with) > 0
                THEN ' (shared only with ' || array_to_string(xl.shared_with, ', ') || ')'
                ELSE ' (shared with nobody)' END
 FROM xl
 LEFT JOIN model_runs cr ON cr.export_id = xl.export_id AND cr.model_run_id = xl.owner_run
 LEFT JOIN model_runs pr ON pr.export_id = cr.export_id AND pr.model_run_id = cr.parent_model_run_id
-WHERE xl.scope = 'participant_private' AND xl.owner IS NOT NULL AND xl.owner <> xl.requester
+LEFT JOIN participants po ON po.export_id = xl.export_id AND po.conversation_id = xl.asm_conversation
+                         AND po.participant_id = coalesce(xl.owner, cr.participant_id)
+WHERE xl.scope = 'participant_private' AND po.participant_id IS DISTINCT FROM xl.requester
   AND NOT list_contains(xl.shared_with, xl.requester)
   AND NOT (xl.record_kind = 'tool_memory' AND xl.promotable
            AND cr.runtime_kind = 'subagent_child' AND pr.participant_id = xl.requester)
@@ -191,6 +204,15 @@ SELECT 'restricted_raw_sent', export_id, assembly_id, record_kind, record_id,
 FROM xl
 WHERE record_kind = 'tool_artifact' AND privacy_class IN (SELECT unnest(?::VARCHAR[]))
   AND rendering IN ('verbatim', 'rehydrated_raw')
+UNION ALL
+SELECT 'restricted_raw_sent', export_id, assembly_id, record_kind, record_id,
+       privacy_class || ' data sent to ' || asm_provider || ', which policy ' || asm_policy
+       || ' blocks'
+FROM xl
+WHERE record_kind IN ('tool_artifact', 'tool_memory')
+  AND list_contains(?::VARCHAR[], asm_policy || '/' || asm_provider || '/' || privacy_class)
+  AND NOT (record_kind = 'tool_artifact' AND privacy_class IN (SELECT unnest(?::VARCHAR[]))
+           AND rendering IN ('verbatim', 'rehydrated_raw'))
 """
 
 # Model runs in chains: one chain per conversation branch and subagent; the next request
@@ -244,16 +266,30 @@ class LintQueries(Database):
         return _SCOPE.format(where=where), params
 
     # ---- safety invariants
-    def safety_violations(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
+    def safety_violations(self, flt: AssemblyFilter | str | None = None,
+                          windows: dict[str, dict[str, int]] | None = None,
+                          blocked: dict[str, dict[str, list[str]]] | None = None) -> pa.Table:
         """invariant, export_id, assembly_id, record_kind, record_id, detail: one row per
-        included record of a selected assembly that breaks a safety invariant, ordered."""
+        included record of a selected assembly that breaks a safety invariant, ordered.
+
+        Each assembly is judged against its recorded policy version (its standard):
+        ``windows`` maps a version to freshness class to hours (a memory without its own
+        ``stale_after`` is stale that long after ``observed_at``; never, for a class or
+        version not in it); ``blocked`` maps a version to a lower-case provider to the
+        privacy classes blocked for it."""
+        keys = sorted((v, c) for v, per in (windows or {}).items() for c in per)
+        classes = [f"{v}/{c}" for v, c in keys]
+        hours = [int((windows or {})[v][c]) for v, c in keys]
+        pairs = sorted(f"{v}/{p}/{c}" for v, per in (blocked or {}).items()
+                       for p, cls in per.items() for c in cls)
+        restricted = sorted(RESTRICTED_PRIVACY)
         where, params = _where(flt)
         sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
             rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(s.newer_at)"),
             asm_at=_utc("s.assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
         )
         sql = f"SELECT * FROM ({sql}) ORDER BY invariant, export_id, assembly_id, record_kind, record_id"
-        return self._arrow(sql, params + [sorted(RESTRICTED_PRIVACY)])
+        return self._arrow(sql, params + [hours, classes, restricted, pairs, restricted])
 
     # ---- transcript rules
     def unanswered_tool_calls(self, flt: AssemblyFilter | str | None = None) -> pa.Table:

@@ -1,9 +1,9 @@
 """The diff of two assemblies of one request: side A against side B, record by record.
 
 Side A is the recorded assembly or a replay under another version; side B is a replay under
-the chosen version. Safety findings (records B includes that A withheld for privacy,
-visibility, branch or ownership reasons) come first, in their own block; then every record
-side by side. ``f`` hides or shows the unchanged records; the panel under the table says why
+the chosen version. Safety findings (``replay/safety.py``: regressions B has and A has not,
+fixes, and findings in a recorded side) come first, in their own block ("safety: none" when
+there are none); then every record side by side, the regressed records first. ``f`` hides or shows the unchanged records; the panel under the table says why
 each side decided as it did.
 
 Pipeline: ``DiffComputed`` (the diff and the record labels) -> ``ChangeExplained`` (the
@@ -132,23 +132,47 @@ def diff_header(assembly_id: str, diff: Any) -> Text:
     return text
 
 
-def safety_text(safety: list[dict[str, Any]], a_label: str, b_label: str) -> Text:
+SAFETY_GROUPS = (
+    ("regressions", "regressions", "findings B has and A has not"),
+    ("fixes", "fixes", "findings A has and B has not"),
+    ("in_recording", "in the recording", "findings in what was actually sent"),
+)
+
+
+def safety_groups(diff: Any) -> dict[str, list[dict[str, Any]]]:
+    """The diff's safety findings per group (regressions, fixes, in_recording)."""
+    safety = _get(diff, "safety") if diff is not None else None
+    return {key: list(_get(safety, key) or []) if safety is not None else []
+            for key, _, _ in SAFETY_GROUPS}
+
+
+def safety_alarm(groups: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether the findings are leaks (a regression, or one in a recording)."""
+    return bool(groups["regressions"] or groups["in_recording"])
+
+
+def safety_text(groups: dict[str, list[dict[str, Any]]]) -> Text:
+    """The safety block: every group with findings, or "safety: none"."""
     text = Text()
-    n = len(safety)
-    text.append(
-        f"{SAFETY_MARK}SAFETY: {b_label} exposes {n} record{'s' if n != 1 else ''} "
-        f"that {a_label} withheld",
-        style="bold",
-    )
-    for item in safety:
-        text.append("\n  ")
-        kind = str(item.get("record_kind") or "")
-        text.append(f"{KIND_SHORT.get(kind, kind)} {safe_text(item.get('record_id'))}", style="bold")
-        text.append(f"  A withheld it: {safe_text(item.get('a_reason'))}")
-        text.append("  →  B includes it as ")
-        text.append(safe_text(item.get("b_rendering")), style="bold")
-        if item.get("b_reason"):
-            text.append(f" ({safe_text(item.get('b_reason'))})")
+    if not any(groups.values()):
+        text.append("safety: none", style="dim")
+        return text
+    first = True
+    for key, title, meaning in SAFETY_GROUPS:
+        items = groups[key]
+        if not items:
+            continue
+        if not first:
+            text.append("\n")
+        first = False
+        mark = SAFETY_MARK if key != "fixes" else ""
+        text.append(f"{mark}safety {title}: {len(items)}", style="bold")
+        text.append(f"  ({meaning})", style="dim")
+        for item in items:
+            text.append("\n  ")
+            kind = str(item.get("record_kind") or "")
+            text.append(f"{KIND_SHORT.get(kind, kind)} {safe_text(item.get('record_id'))}", style="bold")
+            text.append(f"  {safe_text(item.get('finding'))}")
     return text
 
 
@@ -301,14 +325,13 @@ class DiffScreen(Screen[None]):
             header.append("\n")
             header.append(safe_text(self.note), style="italic")
         self.query_one("#diff-header", Static).update(header)
-        safety = list(_get(self.diff, "safety") or [])
-        self.set_class(bool(safety), "-has-safety")
+        groups = safety_groups(self.diff)
+        alarm = safety_alarm(groups)
+        self.set_class(alarm, "-has-safety")
         block = self.query_one("#diff-safety", Static)
-        block.set_class(bool(safety), "-safety")
-        block.update(
-            safety_text(safety, _get(self.diff, "a_label", "A"), _get(self.diff, "b_label", "B"))
-            if safety else ""
-        )
+        block.set_class(alarm, "-safety")
+        block.set_class(not alarm, "-clean")
+        block.update(safety_text(groups))
         await self._show_rows()
 
     def on_diff_failed(self, message: DiffFailed) -> None:
@@ -366,7 +389,8 @@ class DiffScreen(Screen[None]):
         shown = [c for c in changes if c["change"] != "unchanged"] if self.changes_only else changes
         self._shown = shown
         safety_keys = {
-            (s.get("record_kind"), s.get("record_id")) for s in (_get(self.diff, "safety") or [])
+            (s.get("record_kind"), s.get("record_id"))
+            for s in safety_groups(self.diff)["regressions"]
         }
         holder = self.query_one("#diff-holder")
         await holder.remove_children()

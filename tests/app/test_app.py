@@ -120,7 +120,11 @@ async def test_filter_narrows_rows(app_db: Path) -> None:
 
 
 @run_async
-async def test_typing_a_filter_runs_one_query_when_typing_pauses(app_db: Path) -> None:
+async def test_typing_a_filter_runs_one_query_when_typing_pauses(
+    app_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a pause long enough that a loaded test machine types 30 keys well within it
+    monkeypatch.setattr("inspector.screens.requests.FILTER_PAUSE", 2.0)
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)

@@ -163,13 +163,14 @@ async def test_safety_findings_first_under_a_permissive_policy(
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v7")
-        safety = diff.diff.safety
+        safety = diff.diff.safety.regressions
         assert safety, "a policy without participant isolation must raise safety findings"
         assert diff.has_class("-has-safety")
         block = diff.query_one("#diff-safety")
         assert block.has_class("-safety") and block.display
         shown = str(block.render())
-        assert "SAFETY" in shown and "participant_private" in shown
+        assert "safety regressions" in shown and "foreign_private" in shown
+        assert {s["finding"] for s in safety} == {"foreign_private"}
         keys = {(s["record_kind"], s["record_id"]) for s in safety}
         rows = diff_rows(diff)
         head = rows[: len(keys)]

@@ -37,7 +37,7 @@ async def settle(pilot: Any) -> None:
     A worker replaced by a newer one of its exclusive group ends cancelled, and one created
     but not yet started cannot be awaited: both are fine here, the loop looks again."""
     app = pilot.app
-    for _ in range(50):
+    for _ in range(100):
         if getattr(app.screen, "filter_pending", False):
             await pilot.pause(0.1)  # typed filter text waits for its pause
             continue

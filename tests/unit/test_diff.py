@@ -1,8 +1,14 @@
-"""diff_records: pairing, change classes, ordering and the safety list."""
+"""diff_records: pairing, change classes, ordering, and the safety delta (regressions, fixes,
+findings in the recording) computed by the one safety function on both sides."""
 
 from __future__ import annotations
 
-from replay.diff import CHANGE_CLASSES, SAFETY_REASONS, diff_records
+from pathlib import Path
+from typing import Any
+
+from ingest.store import Store
+from replay import service
+from replay.diff import CHANGE_CLASSES, SafetyDelta, diff_records
 
 
 def r(kind: str, rid: str, decision: str, rendering: str | None, reason: str,
@@ -48,15 +54,51 @@ def test_change_classes() -> None:
     assert (d.summary["included_a"], d.summary["included_b"]) == (5, 6)
 
 
+class _Findings:
+    """A stand-in SafetyContext: a record included with the rendering ``flagged`` names is a
+    finding."""
+
+    def __init__(self, flagged: dict[tuple[str, str], str]) -> None:
+        self.flagged = flagged
+
+    def findings(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"record_id": x["record_id"], "record_kind": x["record_kind"],
+                 "finding": self.flagged[(x["record_id"], x["rendering"])], "detail": ""}
+                for x in records
+                if x["decision"] == "included" and (x["record_id"], x["rendering"]) in self.flagged]
+
+
 def test_safety_first_then_class_order_then_kind_and_id() -> None:
-    d = diff_records(A, B)
-    assert d.safety == [{"record_kind": "tool_artifact", "record_id": "x1", "a_reason": "privacy_restricted",
-                         "b_rendering": "reference", "b_reason": "lineage"}]
+    # k2 is stale shown as current in B only; k1 is a finding in A only (a fix)
+    ctx = _Findings({("k2", "compact_memory"): "stale_as_current",
+                     ("k1", "compact_memory"): "superseded"})
+    d = diff_records(A, B, context=ctx)  # type: ignore[arg-type]
+    assert d.safety.regressions == [{"record_id": "k2", "record_kind": "tool_memory",
+                                     "finding": "stale_as_current"}]
+    assert d.safety.fixes == [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded"}]
+    assert d.safety.in_recording == []  # neither side is the recording
+    assert d.summary["safety"] == 1
     order = [c["record_id"] for c in d.changes]
-    assert order == ["x1", "k2", "m4", "k1", "m3", "c9", "k3", "m1", "m2"]
-    assert d.changes[0]["a"] == {"decision": "omitted", "rendering": None, "reason_code": "privacy_restricted",
+    assert order == ["k2", "x1", "m4", "k1", "m3", "c9", "k3", "m1", "m2"]
+    assert d.changes[0]["safety"] and not any(c["safety"] for c in d.changes[1:])
+    assert d.changes[1]["a"] == {"decision": "omitted", "rendering": None, "reason_code": "privacy_restricted",
                                  "position": None, "tokens": 10, "detail": "", "policy_family": "window"}
     assert d.changed == [c for c in d.changes if c["change"] != "unchanged"]
+    assert d.to_json()["safety"] == {
+        "regressions": [{"record_id": "k2", "record_kind": "tool_memory", "finding": "stale_as_current"}],
+        "fixes": [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded"}],
+        "in_recording": [],
+    }
+
+
+def test_findings_of_a_recorded_side_are_in_recording() -> None:
+    ctx = _Findings({("k1", "compact_memory"): "superseded"})
+    d = diff_records(A, A, context=ctx, a_recorded=True)  # type: ignore[arg-type]
+    # the same finding on both sides: neither a regression nor a fix, but it was sent
+    assert d.safety.regressions == [] and d.safety.fixes == []
+    assert d.safety.in_recording == [{"record_id": "k1", "record_kind": "tool_memory",
+                                      "finding": "superseded"}]
+    assert not d.safety.empty and len(d.safety) == 0
 
 
 def test_identical_sides_and_insertion_are_not_moves() -> None:
@@ -69,13 +111,26 @@ def test_identical_sides_and_insertion_are_not_moves() -> None:
     assert d.summary["counts"]["moved"] == 0 and d.summary["counts"]["newly_included"] == 1
 
 
-def test_every_safety_reason_is_reported() -> None:
-    for reason in sorted(SAFETY_REASONS):
-        a = [r("tool_memory", "k", "omitted", None, reason, None)]
-        b = [r("tool_memory", "k", "included", "compact_memory", "compact_memory", 0)]
-        assert diff_records(a, b).safety[0]["a_reason"] == reason
-    # withheld for a non-safety reason: not a finding
-    a = [r("tool_memory", "k", "omitted", None, "over_budget", None)]
-    b = [r("tool_memory", "k", "included", "compact_memory", "compact_memory", 0)]
-    assert diff_records(a, b).safety == []
-    assert diff_records(a, b).to_json()["safety"] == []
+def test_without_a_context_there_are_no_findings() -> None:
+    d = diff_records(A, B)
+    assert d.safety == SafetyDelta() and d.safety.empty
+    assert d.to_json()["safety"] == {"regressions": [], "fixes": [], "in_recording": []}
+
+
+def test_v5_incident_against_v4_is_a_stale_as_current_regression(sample_db: Path) -> None:
+    """Replaying the v5 incident request under v4 and v5: the calendar memory mem-020 is
+    shown as current fact under v5 (a regression), not merely a rendering change."""
+    with Store.open(sample_db) as store:
+        d = service.diff(store, "asm-035", "v5", against="v4")
+        recorded = service.diff(store, "asm-035", "v4")
+    assert {"record_id": "mem-020", "record_kind": "tool_memory",
+            "finding": "stale_as_current"} in d.safety.regressions
+    assert d.safety.fixes == [] and d.safety.in_recording == []
+    change = next(c for c in d.changes if c["record_id"] == "mem-020")
+    assert change["change"] == "rendering_changed" and change["safety"]
+    # against the recording (v5): v4 fixes what the recording sent
+    assert {"record_id": "mem-020", "record_kind": "tool_memory",
+            "finding": "stale_as_current"} in recorded.safety.fixes
+    assert {"record_id": "mem-020", "record_kind": "tool_memory",
+            "finding": "stale_as_current"} in recorded.safety.in_recording
+    assert recorded.safety.regressions == []

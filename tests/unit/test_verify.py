@@ -142,17 +142,20 @@ def test_unblocking_privacy_shows_safety_findings(store: Store, tmp_path: Path) 
     reg = PolicyRegistry(folder)
     claude_id, gpt_id = store.list_assemblies(flt="scenario:google_derived_privacy").column("assembly_id").to_pylist()
     gd = service.diff(store, gpt_id, "v7", registry=reg)
-    assert gd.safety and {f["a_reason"] for f in gd.safety} == {"provider_restricted"}
-    assert all(f["b_rendering"] == "compact_memory" for f in gd.safety)
+    regressions = gd.safety.regressions
+    assert regressions and {f["finding"] for f in regressions} == {"restricted_raw"}
+    by_id = {c["record_id"]: c for c in gd.changes}
+    assert all(by_id[f["record_id"]]["a"]["reason_code"] == "provider_restricted" for f in regressions)
+    assert all(by_id[f["record_id"]]["b"]["rendering"] == "compact_memory" for f in regressions)
     assert gd.changes[0]["safety"] and gd.changes[0]["change"] == "newly_included"
-    assert [c["record_id"] for c in gd.changes[: len(gd.safety)]] == [f["record_id"] for f in gd.safety]
+    assert [c["record_id"] for c in gd.changes[: len(regressions)]] == [f["record_id"] for f in regressions]
     # for Claude the raw PRD stays out: unblocked, it is still replaced by its summary
     cd = service.diff(store, claude_id, "v7", registry=reg)
     raw = [c for c in cd.changes if c["a"] and c["a"]["reason_code"] == "privacy_restricted"]
     assert raw and all(c["b"]["reason_code"] == "raw_replaced_by_memory" for c in raw)
     assert all(c["change"] == "reason_changed" for c in raw) and not cd.safety
     js = gd.to_json()
-    assert js["summary"]["safety"] == len(js["safety"]) and js["a_label"] == "recorded v4"
+    assert js["summary"]["safety"] == len(js["safety"]["regressions"]) and js["a_label"] == "recorded v4"
 
 
 def test_token_report_per_scenario(store: Store) -> None:

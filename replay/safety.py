@@ -1,0 +1,262 @@
+"""Safety: one definition, applied to any assembly, recorded or replayed (DESIGN.md section 6).
+
+``SafetyContext(snapshot, request, registry).findings(records)`` returns one finding per record
+**in the prompt** (decision ``included``) that is
+
+- ``sibling_branch``: on a branch off the request's lineage, or on an ancestor branch but
+  created after the fork the request's branch was left by (conversation-scoped memories are
+  exempt: a conversation-wide fact may fill in from another branch);
+- ``foreign_private``: ``participant_private`` to another participant who did not share it
+  with the requester (a promotable memory of the requester's own subagent child run is
+  exempt), or private with no owner that resolves to a participant;
+- ``audit_only``: audit-only;
+- ``restricted_raw``: an artifact of a restricted privacy class
+  (``ingest.contract.RESTRICTED_PRIVACY``) rendered ``verbatim`` or ``rehydrated_raw``, or an
+  artifact or memory whose class the request's **standard policy** blocks for the request's
+  provider;
+- ``superseded``: a memory whose replacement (its ``superseded_by``, or a memory whose
+  ``supersedes`` names it) existed at assembly time and was visible to the request (on the
+  lineage or conversation-scoped, not audit-only, not another participant's private record);
+- ``stale_as_current``: a memory rendered ``compact_memory`` (a current fact) after it went
+  stale: after its own ``stale_after`` when the producer set one, else after ``observed_at``
+  plus the window of its freshness class under the request's standard policy.
+
+The **standard policy** of a request is the policy version it was recorded under (when the
+registry has it; an observed runtime has none, and then only the producer's ``stale_after``
+and the fixed rules count). Safety does not depend on the policy a side was replayed under:
+a replay under v5, whose widened windows call a days-old calendar memory fresh, still shows
+that memory as ``stale_as_current`` (the memory's own ``stale_after`` has passed), so a diff
+of v5 against v4 lists it as a regression.
+
+Each finding is ``{"record_id", "record_kind", "finding", "detail"}``. The lint's rule names
+for the same findings are ``LINT_RULES`` (the lint keeps the names it always had).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from ingest.contract import RESTRICTED_PRIVACY
+from ingest.timefmt import sentence_time
+
+# The assembler's per-conversation index is the graph as the assembler sees it (lineage,
+# owners, supersession links); safety reads the same facts so the two cannot disagree.
+from .assembler import _index
+from .snapshot import Request, Snapshot, load_snapshot, request_from_row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.store import Store
+
+    from .policy import Policy, PolicyRegistry
+
+__all__ = ["FINDINGS", "LINT_RULES", "SafetyContext", "load_context", "safety_findings",
+           "standard_blocked", "standard_policy", "standard_windows"]
+
+FINDINGS: tuple[str, ...] = ("sibling_branch", "foreign_private", "audit_only", "restricted_raw",
+                             "superseded", "stale_as_current")
+# finding -> the lint rule that reports it
+LINT_RULES: dict[str, str] = {
+    "sibling_branch": "sibling_branch",
+    "foreign_private": "foreign_private",
+    "audit_only": "audit_only_included",
+    "restricted_raw": "restricted_raw_sent",
+    "superseded": "superseded_included",
+    "stale_as_current": "stale_as_current",
+}
+_RAW = ("verbatim", "rehydrated_raw")
+
+
+def standard_policy(registry: "PolicyRegistry | None", version: str | None) -> "Policy | None":
+    """The policy a request is judged against: its recorded version, when the registry has it."""
+    if registry is None or not version or version not in registry.versions():
+        return None
+    return registry.get(version)
+
+
+def standard_windows(registry: "PolicyRegistry | None") -> dict[str, dict[str, int]]:
+    """Policy version -> freshness class -> window (hours), for every policy of the registry
+    (what the lint's SQL needs to apply each request's standard policy)."""
+    out: dict[str, dict[str, int]] = {}
+    for v in registry.versions() if registry is not None else []:
+        fresh = registry.get(v).freshness  # type: ignore[union-attr]
+        out[v] = {c: w for c in _FRESH_CLASSES if (w := fresh.window(c)) is not None}
+    return out
+
+
+def standard_blocked(registry: "PolicyRegistry | None") -> dict[str, dict[str, list[str]]]:
+    """Policy version -> provider (lower case) -> privacy classes it blocks for that provider."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for v in registry.versions() if registry is not None else []:
+        providers = registry.get(v).privacy.providers  # type: ignore[union-attr]
+        out[v] = {p: sorted(rule.blocked_classes) for p, rule in providers.items()}
+    return out
+
+
+_FRESH_CLASSES = ("volatile", "session", "bounded", "durable", "permanent")
+
+
+class SafetyContext:
+    """The facts safety needs about one request: its graph as the assembler sees it, and
+    its standard policy (freshness windows, provider rules)."""
+
+    def __init__(self, snapshot: Snapshot, request: Request,
+                 registry: "PolicyRegistry | None" = None) -> None:
+        self.request = request
+        self.ix = _index(snapshot, request.conversation_id)
+        self.lineage = self.ix.lineage(request.branch_id)
+        standard = standard_policy(registry, request.policy_version)
+        self.windows: dict[str, int] = {}
+        self.blocked: frozenset[str] = frozenset()
+        if standard is not None:
+            self.windows = {c: w for c in _FRESH_CLASSES
+                            if (w := standard.freshness.window(c)) is not None}
+            rule = standard.privacy.rule_for(request.provider)
+            self.blocked = frozenset(rule.blocked_classes) if rule is not None else frozenset()
+
+    # ---- graph facts
+    def _row(self, kind: str, rid: str) -> dict[str, Any] | None:
+        ix = self.ix
+        table = {"message": ix.msgs, "tool_call": ix.calls, "tool_artifact": ix.arts,
+                 "tool_memory": ix.mems}.get(kind)
+        return table.get(rid) if table is not None else None
+
+    def _placed(self, kind: str, row: dict[str, Any]) -> tuple[str | None, dt.datetime]:
+        """(branch, creation time) of a graph row."""
+        if kind == "tool_call":
+            run = self.ix.runs.get(row["model_run_id"]) or {}
+            return run.get("branch_id"), row["requested_at"]
+        return row.get("branch_id"), row["created_at"]
+
+    def on_lineage(self, branch: str | None, created: dt.datetime) -> bool:
+        if branch is None:
+            return True
+        if branch not in self.lineage:
+            return False
+        cut = self.lineage[branch]
+        return cut is None or created <= cut[0]
+
+    def _owner(self, kind: str, row: dict[str, Any]) -> tuple[str | None, str | None, str | None, list[str]]:
+        """(owner participant, owner run, scope, shared_with); the owner is None when it does
+        not resolve to a participant of the conversation."""
+        if kind == "message":
+            owner, run, scope, shared = row["participant_id"], row["model_run_id"], row["visibility_scope"], []
+        elif kind == "tool_artifact":
+            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
+                                         row["visibility_scope"], list(row["shared_with"] or []))
+        elif kind == "tool_memory":
+            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
+                                         row["visibility_scope"], [])
+        elif kind == "tool_call":  # a call is private to the participant of its run
+            owner, run, scope, shared = None, row["model_run_id"], "participant_private", []
+        else:
+            return None, None, None, []
+        if owner is None:
+            owner = (self.ix.runs.get(run or "") or {}).get("participant_id")
+        if owner not in self.ix.participants:
+            owner = None
+        return owner, run, scope, shared
+
+    def _promoted_child(self, row: dict[str, Any], run_id: str | None) -> bool:
+        """A promotable memory of a subagent child run of the requester."""
+        promotable = row.get("promotion_policy") == "auto" or (
+            row.get("promotion_policy") == "explicit" and bool(row.get("promoted")))
+        run = self.ix.runs.get(run_id or "")
+        if not promotable or run is None or run["runtime_kind"] != "subagent_child":
+            return False
+        parent = self.ix.runs.get(run["parent_model_run_id"] or "")
+        return parent is not None and parent["participant_id"] == self.request.participant_id
+
+    def visible(self, kind: str, row: dict[str, Any]) -> bool:
+        """Whether the request may see ``row`` (lineage, audit-only, another's private)."""
+        branch, created = self._placed(kind, row)
+        if not (kind == "tool_memory" and row["visibility_scope"] == "conversation") \
+                and not self.on_lineage(branch, created):
+            return False
+        owner, _run, scope, shared = self._owner(kind, row)
+        if scope == "audit_only":
+            return False
+        me = self.request.participant_id
+        return not (scope == "participant_private" and owner != me and me not in shared)
+
+    def stale_since(self, mem: dict[str, Any]) -> dt.datetime | None:
+        """When a memory goes stale: its own ``stale_after``, else observed_at plus its
+        class's window under the standard policy; None when it never does."""
+        if mem.get("stale_after") is not None:
+            return mem["stale_after"]
+        w = self.windows.get(mem.get("freshness_class") or "")
+        if w is None or mem.get("observed_at") is None:
+            return None
+        return mem["observed_at"] + dt.timedelta(hours=w)
+
+    # ---- the findings
+    def record_findings(self, kind: str, rid: str, rendering: str | None) -> list[tuple[str, str]]:
+        """(finding, detail) pairs of one included record."""
+        row = self._row(kind, rid)
+        if row is None:
+            return []
+        req = self.request
+        at = req.assembled_at
+        me = req.participant_id
+        out: list[tuple[str, str]] = []
+        branch, created = self._placed(kind, row)
+        if not (kind == "tool_memory" and row["visibility_scope"] == "conversation") \
+                and not self.on_lineage(branch, created):
+            cut = self.lineage.get(branch or "")
+            if cut is not None:
+                out.append(("sibling_branch", f"created {sentence_time(created)} on ancestor branch "
+                            f"{branch}, after the fork at {sentence_time(cut[0])}"))
+            else:
+                out.append(("sibling_branch", f"on branch {branch}, not on the lineage of {req.branch_id}"))
+        owner, run, scope, shared = self._owner(kind, row)
+        if scope == "participant_private" and owner != me and me not in shared:
+            if not (kind == "tool_memory" and self._promoted_child(row, run)):
+                who = owner or "an unresolvable owner"
+                out.append(("foreign_private", f"participant_private to {who}, sent to {me}"))
+        if scope == "audit_only":
+            out.append(("audit_only", f"audit-only record sent to {me}"))
+        cls = row.get("privacy_class")
+        if kind == "tool_artifact" and cls in RESTRICTED_PRIVACY and rendering in _RAW:
+            out.append(("restricted_raw", f"raw {cls} body sent (rendering {rendering})"))
+        elif kind in ("tool_artifact", "tool_memory") and cls in self.blocked:
+            out.append(("restricted_raw", f"{cls} data sent to {req.provider}, which policy "
+                        f"{req.policy_version} blocks"))
+        if kind == "tool_memory":
+            for newer in self.ix.replaced_by.get(rid, []):
+                n = self.ix.mems.get(newer)
+                if newer == rid or n is None or n["created_at"] > at or not self.visible("tool_memory", n):
+                    continue
+                out.append(("superseded", f"superseded by {newer} (created {sentence_time(n['created_at'])}), "
+                            f"visible at the assembly ({sentence_time(at)})"))
+                break
+            since = self.stale_since(row)
+            if rendering == "compact_memory" and since is not None and since < at:
+                out.append(("stale_as_current", f"rendered compact_memory (a current fact) at "
+                            f"{sentence_time(at)}, stale since {sentence_time(since)}"))
+        return out
+
+    def findings(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The findings of one assembly's records, sorted by record then finding."""
+        out = []
+        for r in records:
+            if r.get("decision") != "included":
+                continue
+            for finding, detail in self.record_findings(r["record_kind"], r["record_id"], r.get("rendering")):
+                out.append({"record_id": r["record_id"], "record_kind": r["record_kind"],
+                            "finding": finding, "detail": detail})
+        out.sort(key=lambda f: (f["record_kind"], f["record_id"], FINDINGS.index(f["finding"])))
+        return out
+
+
+def load_context(store: "Store", assembly_id: str,
+                 registry: "PolicyRegistry | None" = None) -> SafetyContext:
+    """The SafetyContext of a recorded request."""
+    row = store.assembly(assembly_id)
+    snapshot = load_snapshot(store, row["conversation_id"], row["export_id"])
+    return SafetyContext(snapshot, request_from_row(row), registry)
+
+
+def safety_findings(snapshot: Snapshot, request: Request, records: list[dict[str, Any]],
+                    registry: "PolicyRegistry | None" = None) -> list[dict[str, Any]]:
+    """The safety findings of one assembly's records (recorded or replayed rows)."""
+    return SafetyContext(snapshot, request, registry).findings(records)

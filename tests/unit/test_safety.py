@@ -1,0 +1,105 @@
+"""replay.safety: the one safety function, on the sample's recorded rows (where it must agree
+with the lint's SQL invariants), on tampered rows (each finding trips), and on replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.store import Store
+from replay.lint import SAFETY_RULES, lint
+from replay.policy import load_registry
+from replay.safety import FINDINGS, LINT_RULES, SafetyContext
+from replay.service import recorded_records
+from replay.snapshot import Snapshot, load_snapshot, request_from_row
+
+
+@pytest.fixture(scope="module")
+def recorded(sample_db: Path) -> list[tuple[dict[str, Any], SafetyContext, list[dict[str, Any]]]]:
+    """(request row, its SafetyContext, its recorded rows) of every recorded assembly."""
+    registry = load_registry(None)
+    out = []
+    snapshots: dict[tuple[str, str], Snapshot] = {}
+    with Store.open(sample_db) as store:
+        for row in store.assembly_requests().to_pylist():
+            key = (row["export_id"], row["conversation_id"])
+            if key not in snapshots:
+                snapshots[key] = load_snapshot(store, row["conversation_id"], row["export_id"])
+            ctx = SafetyContext(snapshots[key], request_from_row(row), registry)
+            out.append((row, ctx, recorded_records(store, row["assembly_id"], row["export_id"])))
+    return out
+
+
+def test_lint_names_every_finding() -> None:
+    assert set(LINT_RULES) == set(FINDINGS)
+    assert set(LINT_RULES.values()) == set(SAFETY_RULES)
+
+
+def test_function_agrees_with_lint_on_every_recorded_assembly(sample_db: Path, recorded) -> None:
+    with Store.open(sample_db) as store:
+        linted: dict[str, set[tuple[str, str, str]]] = {}
+        for f in lint(store):
+            if f.rule in SAFETY_RULES:
+                linted.setdefault(f.assembly_id or "", set()).add((f.rule, f.record_kind, f.record_id))
+    assert linted, "the sample has safety findings (the drift story, the v5 incident)"
+    for row, ctx, rows in recorded:
+        mine = {(LINT_RULES[f["finding"]], f["record_kind"], f["record_id"]) for f in ctx.findings(rows)}
+        assert mine == linted.get(row["assembly_id"], set()), row["assembly_id"]
+
+
+def test_v5_incident_calendar_memory_is_stale_as_current(recorded) -> None:
+    incident = [(row, ctx, rows) for row, ctx, rows in recorded
+                if "scenario:incident_calendar_freshness" in row["tags"]]
+    assert incident
+    for row, ctx, rows in incident:
+        found = {(f["record_id"], f["finding"]) for f in ctx.findings(rows)}
+        shown = next(r for r in rows if r["record_id"] == "mem-020")
+        if shown["decision"] == "included" and shown["rendering"] == "compact_memory":
+            assert ("mem-020", "stale_as_current") in found, row["assembly_id"]
+        else:  # v4 and v6 show it as a stale marker: safe
+            assert ("mem-020", "stale_as_current") not in found, row["assembly_id"]
+
+
+# an omitted record flipped to included (with this rendering) -> the finding it must raise
+_TAMPER = {
+    "sibling_branch": ("verbatim", "sibling_branch"),
+    "participant_private": ("verbatim", "foreign_private"),
+    "owner_unknown": ("verbatim", "foreign_private"),
+    "audit_only": ("verbatim", "audit_only"),
+    "privacy_restricted": ("verbatim", "restricted_raw"),
+    "provider_restricted": ("compact_memory", "restricted_raw"),
+    "superseded": ("compact_memory", "superseded"),
+    "stale": ("compact_memory", "stale_as_current"),
+}
+
+
+def test_tampered_rows_trip_each_finding(recorded) -> None:
+    """Omitted records of the faithful recordings turned into included ones: each is named
+    with the finding its omission reason guarded against; the untouched records add none."""
+    seen: set[str] = set()
+    for row, ctx, rows in recorded:
+        if "scenario:drift_supersession" in row["tags"]:
+            continue  # the drift build's omissions are wrong to begin with
+        for i, r in enumerate(rows):
+            reason = r["reason_code"]
+            if r["decision"] != "omitted" or reason not in _TAMPER:
+                continue
+            if reason == "superseded" and "may not see" in (r["detail"] or ""):
+                continue  # its replacement is hidden from this request: not superseded for it
+            rendering, finding = _TAMPER[reason]
+            tampered = [dict(x) for x in rows]
+            tampered[i].update(decision="included", rendering=rendering)
+            before = {(f["record_id"], f["finding"]) for f in ctx.findings(rows)}
+            after = {(f["record_id"], f["finding"]) for f in ctx.findings(tampered)}
+            assert (r["record_id"], finding) in after, (row["assembly_id"], r["record_id"], reason)
+            assert {x for x in after - before if x[0] != r["record_id"]} == set()
+            seen.add(finding)
+    assert seen >= {"sibling_branch", "foreign_private", "audit_only", "restricted_raw", "superseded"}
+
+
+def test_only_records_in_the_prompt_are_findings(recorded) -> None:
+    for _row, ctx, rows in recorded:
+        omitted = [r for r in rows if r["decision"] != "included"]
+        assert ctx.findings(omitted) == []
