@@ -413,6 +413,12 @@ def _print_verify(result: Any) -> None:
             n = len(item.records)
             head += f": {n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
         click.echo(head)
+        for group, title in (("in_recording", "sent"), ("regressions", "the replay would expose"),
+                             ("fixes", "the replay would withhold")):
+            found = getattr(item.safety, group)
+            if found:
+                listed = ", ".join(f"{vis(f['finding'])} {vis(f['record_id'])}" for f in found)
+                click.echo(f"  safety, {title}: {listed}")
         for rec in item.records:
             fields = "; ".join(f"{f.field} {_shown(f.recorded)} → {_shown(f.replayed)}"
                                for f in rec.fields)

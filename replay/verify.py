@@ -30,7 +30,9 @@ from ingest.contract import selection_hash
 from ingest.errors import ContextlensError
 
 from .assembler import AssemblerPlugin, get_assembler
+from .diff import SafetyDelta
 from .policy import PolicyRegistry, load_registry
+from .safety import SafetyContext
 from .snapshot import load_snapshots, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,6 +98,9 @@ class AssemblyVerdict:
     recomputed_hash: str  # from the recorded rows
     replay_hash: str | None  # None when not replayed
     problems: tuple[str, ...] = ()  # how the recording contradicts itself
+    # the one safety function on both sides: what the replay would newly expose
+    # (regressions), what it would withhold (fixes), and what the recording sent (in_recording)
+    safety: SafetyDelta = field(default_factory=SafetyDelta)
 
     @property
     def replayable(self) -> bool:
@@ -108,6 +113,7 @@ class AssemblyVerdict:
             "records": [r.to_json() for r in self.records],
             "recorded_hash": self.recorded_hash, "recomputed_hash": self.recomputed_hash,
             "replay_hash": self.replay_hash, "problems": list(self.problems),
+            "safety": self.safety.to_json(),
         }
 
 
@@ -230,9 +236,12 @@ def _verify_one(row: dict[str, Any], records: list[dict[str, Any]], snapshot: An
     problems = (_HASH_PROBLEM,) if recomputed != row["selection_hash"] else ()
     differences: tuple[RecordDifference, ...] = ()
     replay_hash = None
+    replayed: list[dict[str, Any]] = []
+    request = request_from_row(row)
     if version in reg:
-        out = plugin.assemble(snapshot, request_from_row(row), reg.get(version))
+        out = plugin.assemble(snapshot, request, reg.get(version))
         replay_hash = out.selection_hash
+        replayed = out.records
         differences = compare_records(records, out.records)
     if problems:
         verdict = "inconsistent"
@@ -242,9 +251,14 @@ def _verify_one(row: dict[str, Any], records: list[dict[str, Any]], snapshot: An
         verdict = "drifted"
     else:
         return None
+    # safety is judged only for what is reported (faithful ones add only to a count)
+    context = SafetyContext(snapshot, request, reg)
+    safety = SafetyDelta.between(context.findings(records),
+                                 context.findings(replayed) if replay_hash else [],
+                                 a_recorded=True)
     return AssemblyVerdict(
         assembly_id=row["assembly_id"], verdict=verdict, policy_version=version,
         assembler_version=row["assembler_version"], records=differences,
         recorded_hash=row["selection_hash"], recomputed_hash=recomputed,
-        replay_hash=replay_hash, problems=problems,
+        replay_hash=replay_hash, problems=problems, safety=safety,
     )

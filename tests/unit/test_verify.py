@@ -62,6 +62,19 @@ def test_verify_finds_exactly_the_drift_story(store: Store) -> None:
     assert [r["verdict"] for r in js["results"]] == ["drifted"] * 3
 
 
+def test_verify_judges_safety_with_the_one_safety_function(store: Store) -> None:
+    """The drift build sent a superseded memory: verify says the recording sent it and the
+    faithful replay withholds it (the same function diff and lint use)."""
+    result = service.verify(store, REG)
+    for item in result.results:
+        assert {(f["record_id"], f["finding"]) for f in item.safety.in_recording} == {
+            ("mem-005", "superseded")}
+        assert {(f["record_id"], f["finding"]) for f in item.safety.fixes} == {
+            ("mem-005", "superseded")}
+        assert item.safety.regressions == []
+        assert item.to_json()["safety"]["in_recording"][0]["finding"] == "superseded"
+
+
 def test_verify_with_a_filter_and_a_missing_policy(store: Store, tmp_path: Path) -> None:
     only = service.verify(store, REG, flt="scenario:incident_calendar_freshness")
     assert only.checked == 10 and only.faithful == 10 and only.ok and not only.results
