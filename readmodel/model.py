@@ -284,7 +284,11 @@ class ReadModel:
         context = {**request, "policy_version": version}
         if policy_key(context, decision, record) is None or version not in self.registry.versions():
             return None
-        snapshot = load_snapshot(self.store, request["conversation_id"], request["export_id"])
+        cid, export_id = request["conversation_id"], request["export_id"]
+        # the conversation's graph, kept with the replays: the panel asks this for every
+        # record the cursor passes
+        snapshot = self.replays.get(("snapshot", cid, export_id),
+                                    lambda: load_snapshot(self.store, cid, export_id))
         return deciding_key(snapshot, request_from_row(request), self.registry.get(version),
                             decision, record)
 
