@@ -84,7 +84,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ingest.contract import SELECTION_FIELDS, selection_hash  # noqa: F401  (the one hash rule)
+from ingest.contract import selection_hash  # noqa: F401  (the contract's rule, re-exported)
 from ingest.errors import ContextlensError
 from ingest.timefmt import sentence_time
 

@@ -42,8 +42,8 @@ MODEL_CONTEXT: dict[str, int] = {
     "gpt-4.1": 1_047_576,
 }
 
-# moved to replay.assembler; re-exported here for the sample's callers
-from .assembler import SELECTION_FIELDS, selection_hash  # noqa: E402
+# the contract's hash rule, importable from here by the sample's callers
+from ingest.contract import selection_hash  # noqa: E402,F401
 
 
 def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None) -> Path:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from support.pilot import open_as1, run_async, screen_text, settle, status
-from support.stores import T0, make_export, ts
+from support.stores import make_export, ts
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
