@@ -18,7 +18,7 @@ import click
 from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
-from .console import emit_json, json_default, print_diff, print_table, progress_printer, vis
+from .console import emit_json, stream_json_array, stream_table, json_default, print_diff, print_table, progress_printer, vis
 from .stores import resolve_store
 
 # ----------------------------------------------------------------------------- helpers
@@ -206,13 +206,16 @@ def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, lim
 
     flt = parse_filter(filter_expr)
     with _Answers(db) as answers:
-        page = answers.requests(flt, sort=sort, descending=desc, limit=limit, reveal=reveal)
-    rows = page.rows.to_pylist()
-    if as_json:
-        emit_json(rows)
-        return
-    print_table(rows, LIST_COLUMNS, max_width=36)
-    click.echo(f"{len(rows)} shown, {page.matched} of {page.total} requests match")
+        # printed as the store streams it: the first rows appear at once, and memory stays
+        # that of one batch however large the store
+        batches = (t.to_pylist() for t in answers.request_stream(
+            flt, sort=sort, descending=desc, limit=limit, reveal=reveal))
+        if as_json:
+            stream_json_array(batches)
+            return
+        shown = stream_table(batches, LIST_COLUMNS, max_width=36)
+        matched, total = answers.request_counts(flt)
+    click.echo(f"{shown} shown, {matched} of {total} requests match")
 
 
 RECORD_FIELDS_INCLUDED = ["record_kind", "record_id", "position", "rendering", "reason_code", "policy_family", "tokens"]

@@ -8,14 +8,15 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import click
 
 from ingest.text import clip, json_safe, visible_text
 from ingest.timefmt import table_time
 
-__all__ = ["dumps", "emit_json", "json_default", "print_diff", "print_table", "progress_printer", "vis"]
+__all__ = ["dumps", "emit_json", "json_default", "print_diff", "print_table", "progress_printer",
+           "stream_json_array", "stream_table", "vis"]
 
 
 def json_default(value: Any) -> Any:
@@ -57,6 +58,38 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int =
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def stream_table(batches: Iterable[list[dict[str, Any]]], columns: list[str],
+                 max_width: int = 48) -> int:
+    """``print_table`` for rows that arrive in batches: the column widths are set by the
+    first batch (later cells are cut to them), and each batch is printed as it comes.
+    Returns how many rows were printed."""
+    widths: list[int] | None = None
+    shown = 0
+    for rows in batches:
+        cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+        if widths is None:
+            widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+            click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+        for row in cells:
+            click.echo("  ".join(clip(v, w).ljust(w) for v, w in zip(row, widths)).rstrip())
+        shown += len(rows)
+    if widths is None:
+        click.echo("  ".join(columns))
+    return shown
+
+
+def stream_json_array(batches: Iterable[list[dict[str, Any]]]) -> int:
+    """A JSON array written element by element as the batches arrive. Returns its length."""
+    n = 0
+    click.echo("[", nl=False)
+    for rows in batches:
+        for row in rows:
+            click.echo(("," if n else "") + "\n  " + dumps(row).replace("\n", "\n  "), nl=False)
+            n += 1
+    click.echo("\n]" if n else "]")
+    return n
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
@@ -158,6 +159,28 @@ class ReadModel:
                                      offset=offset)
         keys = page.select(["assembly_id", "conversation_id"])
         return RequestPage(masked_list_page(page, Masker(reveal)), keys, matched, total, offset)
+
+    def request_counts(self, flt: "AssemblyFilter | str | None" = None) -> tuple[int, int]:
+        """(matched, total): how many requests match ``flt``, how many are in the store."""
+        total = self.store.count_assemblies(None)
+        return (total if flt is None else self.store.count_assemblies(flt)), total
+
+    def request_stream(
+        self,
+        flt: "AssemblyFilter | str | None" = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        limit: int | None = None,
+        reveal: bool = False,
+        batch_rows: int = 4096,
+    ) -> Iterator[pa.Table]:
+        """Every matching request, in order, as masked tables of at most ``batch_rows``:
+        the first arrives at once and memory stays that of one batch (``list`` prints them
+        as they come)."""
+        masker = Masker(reveal)
+        for batch in self.store.iter_assemblies(flt, sort=sort, descending=descending,
+                                                limit=limit, batch_rows=batch_rows):
+            yield masked_list_page(pa.Table.from_batches([batch]), masker)
 
     # ------------------------------------------------------------------ one assembly
 

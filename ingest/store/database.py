@@ -150,6 +150,13 @@ class Database:
     def __exit__(self, *_: Any) -> None:
         self.close()
 
+    def _batches(self, sql: str, params: Iterable[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """The result as record batches of at most ``batch_rows``, read as they are needed."""
+        with self._one_line_errors():
+            # a relation's reader streams (an execute() result would be copied whole first)
+            with self._con.sql(sql, params=list(params)).to_arrow_reader(batch_size=batch_rows) as reader:
+                yield from reader
+
     def _arrow(self, sql: str, params: Iterable[Any] = ()) -> pa.Table:
         with self._lock, self._one_line_errors():
             return self._con.sql(sql, params=list(params)).to_arrow_table()

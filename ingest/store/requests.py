@@ -8,6 +8,8 @@ filter compiled by ``ingest.filters.filter_sql``; the sort column is checked aga
 
 from __future__ import annotations
 
+from typing import Any, Iterator
+
 import pyarrow as pa
 
 from ..errors import ContextlensError
@@ -64,23 +66,26 @@ class RequestQueries(Database):
         limit: int | None = None,
         offset: int = 0,
     ) -> pa.Table:
-        if sort not in LIST_COLUMNS:
-            raise ContextlensError(
-                f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
-            )
-        where, params = filter_sql(as_filter(flt))
-        direction = "DESC" if descending else "ASC"
-        sql = (
-            f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} "
-            f"ORDER BY {q(sort)} {direction} NULLS LAST, assembly_id {direction}, export_id"
-        )
-        if limit is not None:
-            sql += " LIMIT ?"
-            params = params + [int(limit)]
-        if offset:
-            sql += " OFFSET ?"
-            params = params + [int(offset)]
+        sql, params = _list_sql(flt, sort, descending, limit, offset)
         return self._arrow(sql, params)
+
+    def iter_assemblies(
+        self,
+        flt: AssemblyFilter | str | None = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        limit: int | None = None,
+        batch_rows: int = 4096,
+    ) -> Iterator[pa.RecordBatch]:
+        """``list_assemblies`` as a stream of record batches: the first arrives before the
+        rest is read, and memory stays that of one batch whatever the store's size. It reads
+        on a cursor of its own, so other queries of this store are not held up meanwhile."""
+        sql, params = _list_sql(flt, sort, descending, limit, 0)
+        cursor = self.cursor()
+        try:
+            yield from cursor._batches(sql, params, batch_rows)
+        finally:
+            cursor.close()
 
     def distinct_values(self, field: str) -> list[str]:
         sql = _DISTINCT_SQL.get(field)
@@ -112,3 +117,24 @@ class RequestQueries(Database):
             f"WHERE {where} GROUP BY scenario ORDER BY scenario NULLS LAST",
             params,
         )
+
+
+def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,
+              limit: int | None, offset: int) -> tuple[str, list[Any]]:
+    if sort not in LIST_COLUMNS:
+        raise ContextlensError(
+            f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
+        )
+    where, params = filter_sql(as_filter(flt))
+    direction = "DESC" if descending else "ASC"
+    sql = (
+        f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} "
+        f"ORDER BY {q(sort)} {direction} NULLS LAST, assembly_id {direction}, export_id"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = params + [int(limit)]
+    if offset:
+        sql += " OFFSET ?"
+        params = params + [int(offset)]
+    return sql, params
