@@ -23,8 +23,9 @@ from pathlib import Path
 import duckdb
 
 from ingest.contract import TABLES
-from ingest.store import Store, ingest
+from ingest.store import LIST_COLUMNS, Store, ingest
 from ingest.writer import ExportWriter
+from readmodel import ReadModel
 from replay.sample_export import write_sample
 
 
@@ -133,16 +134,21 @@ def main() -> None:
         ingest(big, our_db)
 
         def first_page():
+            # what the app's list asks: the read model's first page (masked) and its counts
             with Store.open(our_db) as store:
-                table = store.list_assemblies(None, sort="assembled_at", limit=200)
-                total = store.count_assemblies(None)
-            return table.num_rows, total
+                page = ReadModel(store).requests(None, sort="assembled_at", limit=200)
+            return page.rows.num_rows, page.total
 
         def first_page_baseline():
+            # the same columns, order, limit and count, straight from DuckDB
             con = duckdb.connect(str(our_db), read_only=True)
-            t = con.sql("SELECT * FROM context_assemblies ORDER BY assembled_at LIMIT 200").to_arrow_table()
+            t = con.sql(
+                f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary "
+                "ORDER BY assembled_at, assembly_id, export_id LIMIT 200"
+            ).to_arrow_table()
+            total = con.sql("SELECT count(*) FROM assembly_summary").fetchall()[0][0]
             con.close()
-            return t.num_rows
+            return t.num_rows, total
 
         t_page, _ = timed(first_page, repeat=5)
         t_page_base, _ = timed(first_page_baseline, repeat=5)
