@@ -181,6 +181,14 @@ def detect_format(path: Path) -> str:
             return name
         reasons[name] = reason
     tried = "; ".join(f"{f}: {reasons[f]}" for f in format_names() if f in reasons)
+    from .lookalikes import closest_unsupported
+
+    looks = closest_unsupported(sample)
+    if looks is not None:
+        raise ContextlensError(
+            f"{path}: looks like {looks[0]} ({looks[1]}), which no installed adapter reads yet "
+            f"(tried {tried})"
+        )
     raise ContextlensError(f"{path}: not a known transcript format (tried {tried})")
 
 
