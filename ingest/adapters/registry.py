@@ -1,7 +1,7 @@
 """The adapter registry: every transcript format is an :class:`Adapter` plugin.
 
-Adapters are registered under the entry point group ``contextlens.adapters`` (the built-in
-three in contextlens's own pyproject.toml, others by any installed package), by format
+Adapters are registered under the entry point group ``contextlens.adapters`` (the
+built-ins in contextlens's own pyproject.toml, others by any installed package), by format
 name. ``detect_format`` asks the built-ins first, in a fixed order, then the other plugins
 by name; ``adapt`` runs the adapter of the named or detected format. See
 docs/transcripts.md, "Writing an adapter".
@@ -29,10 +29,12 @@ BUILTIN: dict[str, str] = {
     "claude-code": "ingest.adapters.claude_code:ClaudeCodeAdapter",
     "openai-chat": "ingest.adapters.openai_chat:OpenAIChatAdapter",
     "anthropic-messages": "ingest.adapters.anthropic_messages:AnthropicMessagesAdapter",
+    "gemini-cli": "ingest.adapters.gemini_cli:GeminiCliAdapter",
 }
 # Detection order of the built-ins: Claude Code lines are the most specific; an Anthropic
-# request body would also pass for an OpenAI conversation, so Anthropic is asked first.
-DETECT_ORDER = ("claude-code", "anthropic-messages", "openai-chat")
+# request body would also pass for an OpenAI conversation, so Anthropic is asked first; a
+# Gemini CLI session (typed messages, no roles) matches neither of those.
+DETECT_ORDER = ("claude-code", "gemini-cli", "anthropic-messages", "openai-chat")
 
 
 @runtime_checkable

@@ -64,6 +64,6 @@ def test_unknown_format_names_what_was_tried(capsys, tmp_path: Path) -> None:
     f.write_text("just some notes\n")
     code, out, err = run(capsys, "ingest", str(f), "--db", str(tmp_path / "s.duckdb"))
     assert code == 2
-    for fmt in ("claude-code", "openai-chat", "anthropic-messages", "export"):
+    for fmt in ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "export"):
         assert fmt in err
     assert len(err.strip().splitlines()) == 1

@@ -221,5 +221,5 @@ def test_other_real_formats_are_refused_clearly() -> None:
     for path in [*REALDATA.glob("conversation-esaa/*.jsonl"), *REALDATA.glob("inspect-ai/*.json")]:
         with pytest.raises(Exception) as err:
             detect_format(path)
-        for fmt in ("claude-code", "openai-chat", "anthropic-messages", "export"):
+        for fmt in ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "export"):
             assert fmt in str(err.value)

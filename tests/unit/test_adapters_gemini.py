@@ -1,0 +1,131 @@
+"""The Gemini CLI session adapter: a hand-written session, real sessions (counts computed
+here from the raw JSON, independently of the adapter), detection, and the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.cli import run, run_json
+from support.sql import sql
+
+from ingest.adapters import adapt, detect_format
+from ingest.errors import ContextlensError
+from ingest.store import ingest
+
+FIX = Path(__file__).parents[1] / "adapter_fixtures"
+SESSION = FIX / "gemini_session.json"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+REAL = [
+    REALDATA / "gemini-cli-entire" / "f7633853-session.json",
+    REALDATA / "codemie-code" / "session-2025-12-01T21-45-5b959dae.json",
+]
+
+
+def _load(path: Path, tmp_path: Path) -> Path:
+    res = adapt(path, tmp_path / "export")
+    assert res.format == "gemini-cli"
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    return db
+
+
+def _included(db: Path, run_id_order: int) -> list[tuple[str, str]]:
+    """(record kind, content or tool name) of one request's included records, in order."""
+    return sql(
+        db,
+        f"""
+        with a as (select assembly_id from context_assemblies order by assembled_at
+                   limit 1 offset {run_id_order})
+        select r.record_kind,
+               coalesce(m.content, c.tool_name, t.result_preview)
+        from assembly_records r join a using (assembly_id)
+        left join messages m on r.record_kind = 'message' and m.message_id = r.record_id
+        left join tool_calls c on r.record_kind = 'tool_call' and c.tool_call_id = r.record_id
+        left join tool_artifacts t on r.record_kind = 'tool_artifact' and t.artifact_id = r.record_id
+        where r.decision = 'included' order by r.position
+        """,
+    )
+
+
+def test_fixture_requests_history_tools_and_failures(tmp_path: Path) -> None:
+    assert detect_format(SESSION) == "gemini-cli"
+    db = _load(SESSION, tmp_path)
+    asm = sql(db, "select assembled_tokens, model, tags from context_assemblies order by assembled_at")
+    assert [a[0] for a in asm] == [5000, 5200]  # the recorded tokens.input
+    assert all(a[1] == "gemini-2.5-pro" and "tokens:recorded" in a[2] for a in asm)
+    assert any(t.startswith("unattributed_tokens:") for t in asm[1][2])
+    calls = sql(db, "select tool_name, status, arguments_json from tool_calls order by tool_name")
+    assert [(c[0], c[1]) for c in calls] == [("read_file", "failed"), ("run_shell_command", "succeeded")]
+    assert json.loads(calls[1][2]) == {"command": "wc -l notes.txt"}
+    arts = dict(sql(db, "select tool_name, result_preview from tool_artifacts"))
+    assert arts["run_shell_command"] == "42 notes.txt"
+    assert "File not found" in arts["read_file"]
+    assert sql(db, "select error from tool_artifacts where status = 'failed'")[0][0].startswith("File not found")
+    # the first request sees the user's question; the second everything before it, tool
+    # results included, but not the CLI's info notice (never sent to the model)
+    assert _included(db, 0) == [("message", "How many lines are in notes.txt? Also read missing.txt.")]
+    second = _included(db, 1)
+    assert [k for k, _ in second] == ["message", "message", "tool_call", "tool_artifact", "tool_call", "tool_artifact"]
+    assert second[1][1] == "I will count the lines and read the other file."
+    assert all("update available" not in (v or "") for _, v in second)
+    assert sql(db, "select count(*) from messages where content = 'Gemini CLI update available!'")[0][0] == 1
+    # thoughts are not stored
+    assert sql(db, "select count(*) from messages where content like '%count lines first%'")[0][0] == 0
+
+
+def test_cli_ingests_and_lists_a_gemini_session(capsys, tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    code, out, err = run(capsys, "ingest", str(SESSION), "--db", str(db))
+    assert code == 0, err
+    rows = run_json(capsys, "list", "--db", str(db))
+    assert sorted(r["assembled_tokens"] for r in rows) == [5000, 5200]
+    code, out, err = run(capsys, "list", "--db", str(db))
+    assert code == 0, err
+    assert "gemini-2.5-pro" in out
+
+
+def test_not_a_session_is_refused_by_name(tmp_path: Path) -> None:
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps({"sessionId": "x", "messages": [{"type": "tool_output", "content": "hi"}]}))
+    with pytest.raises(ContextlensError, match="gemini-cli: messages have no \"type\" user/gemini"):
+        detect_format(f)
+    with pytest.raises(ContextlensError, match=r"chat\.json: not a Gemini CLI session"):
+        adapt(f, tmp_path / "out", fmt="gemini-cli")
+
+
+def _expected(path: Path) -> dict:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    gem = [m for m in doc["messages"] if m.get("type") == "gemini"]
+    calls = [tc for m in gem for tc in (m.get("toolCalls") or [])]
+    return {
+        "requests": len(gem),
+        "tokens": sorted(m["tokens"]["input"] for m in gem),
+        "tool_calls": len(calls),
+        "failed": sum(tc.get("status") in ("error", "cancelled") for tc in calls),
+        "results": sum(bool(tc.get("result")) for tc in calls),
+        "models": {m["model"] for m in gem},
+    }
+
+
+@pytest.mark.skipif(not all(p.is_file() for p in REAL), reason=f"real sessions absent ({REALDATA})")
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+def test_real_sessions(path: Path, tmp_path: Path) -> None:
+    assert detect_format(path) == "gemini-cli"
+    exp = _expected(path)
+    db = _load(path, tmp_path)
+    asm = sql(db, "select assembled_tokens, model from context_assemblies")
+    assert len(asm) == exp["requests"]
+    assert sorted(a[0] for a in asm) == exp["tokens"]
+    assert sum(a[0] for a in asm) == sum(exp["tokens"])
+    assert {a[1] for a in asm} == exp["models"]
+    assert sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
+    assert sql(db, "select count(*) from tool_calls where status = 'failed'")[0][0] == exp["failed"]
+    assert sql(db, "select count(*) from tool_artifacts")[0][0] == exp["results"]
+    # full history: each request includes more records than the one before it
+    sizes = [n for (n,) in sql(db, """
+        select count(r.record_id) from context_assemblies a
+        left join assembly_records r on r.assembly_id = a.assembly_id and r.decision = 'included'
+        group by a.assembly_id, a.assembled_at order by a.assembled_at""")]
+    assert sizes[0] >= 1 and all(b > a for a, b in zip(sizes, sizes[1:]))
