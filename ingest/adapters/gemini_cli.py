@@ -18,7 +18,6 @@ sent back either and are not stored.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 from typing import Any

@@ -32,15 +32,6 @@ def _codex(sample: Sample) -> str | None:
     return None
 
 
-def _gemini(sample: Sample) -> str | None:
-    doc = sample.document
-    if isinstance(doc, dict) and "sessionId" in doc and isinstance(doc.get("messages"), list):
-        types = {m.get("type") for m in doc["messages"][:200] if isinstance(m, dict)}
-        if types & {"gemini", "user"}:
-            return "a sessionId and messages of type user/gemini"
-    return None
-
-
 def _inspect_json(sample: Sample) -> str | None:
     doc = sample.document
     if isinstance(doc, dict) and {"eval", "samples"} <= set(doc) and "version" in doc:
@@ -78,22 +69,13 @@ def _esaa(sample: Sample) -> str | None:
     return None
 
 
-def _mini_swe_agent(sample: Sample) -> str | None:
-    doc = sample.document
-    if isinstance(doc, dict) and "trajectory_format" in doc and isinstance(doc.get("messages"), list):
-        return f"trajectory_format {str(doc.get('trajectory_format'))[:40]!r} and messages"
-    return None
-
-
 # (what it looks like, recogniser), most specific first
 LOOKALIKES: tuple[tuple[str, Callable[[Sample], str | None]], ...] = (
     ("a Codex CLI rollout", _codex),
-    ("a Gemini CLI session", _gemini),
     ("an inspect_ai eval log", _inspect_json),
     ("an inspect_ai .eval archive", _inspect_zip),
     ("a Letta agent file", _letta),
     ("an ESAA event log", _esaa),
-    ("a mini-swe-agent trajectory", _mini_swe_agent),
 )
 
 

@@ -16,10 +16,6 @@ CASES = {
     "rollout.jsonl": ("a Codex CLI rollout (session_meta on line 1)",
                       '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","payload":{"id":"x"}}\n'
                       '{"timestamp":"2026-02-23T11:54:53Z","type":"response_item","payload":{}}\n'),
-    "session.json": ("a Gemini CLI session",
-                     json.dumps({"sessionId": "s", "projectHash": "p", "messages": [
-                         {"id": "1", "type": "user", "content": "hi"},
-                         {"id": "2", "type": "gemini", "content": "hello"}]})),
     "eval.json": ("an inspect_ai eval log",
                   json.dumps({"version": 2, "status": "success", "eval": {}, "samples": []})),
     "agent.af": ("a Letta agent file", json.dumps({"agents": [], "blocks": [], "tools": []})),
