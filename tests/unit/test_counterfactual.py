@@ -9,42 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.engine import REGISTRY
+from support.engine import policy as changed_policy
 
 from ingest.store import Store
 from replay.assembler import get_assembler
 from replay.explain import deciding_key, explain, policy_key
-from replay.policy import Policy, load_registry
+from replay.policy import flatten, load_registry
 from replay.snapshot import load_snapshots, request_from_row
 
 VERSIONS = ("v1", "v2", "v3", "v4", "v5", "v6")
 HUGE = 10**9
 
 
-def _set(policy: Policy, key: str, value: Any) -> Policy:
-    """``policy`` with the dotted ``key`` set to ``value`` (a provider's rule included)."""
-    family, _, rest = key.partition(".")
-    section = getattr(policy, family)
-    if family == "privacy" and rest.startswith("providers."):
-        _, provider, field = rest.split(".")
-        rule = section.providers[provider].model_copy(update={field: value})
-        section = section.model_copy(update={"providers": {**section.providers, provider: rule}})
-    else:
-        section = section.model_copy(update={rest: value})
-    return policy.model_copy(update={family: section})
-
-
-def _get(policy: Policy, key: str) -> Any:
-    family, _, rest = key.partition(".")
-    section = getattr(policy, family)
-    if family == "privacy" and rest.startswith("providers."):
-        _, provider, field = rest.split(".")
-        return getattr(section.providers[provider], field)
-    return getattr(section, rest)
-
-
-def flipped_value(policy: Policy, key: str, rec: dict[str, Any], record: dict[str, Any]) -> Any:
+def flipped_value(version: str, key: str, rec: dict[str, Any], record: dict[str, Any]) -> Any:
     """The value of ``key`` that would flip ``rec``: the direction is decided per key."""
-    now = _get(policy, key)
+    now = flatten(REGISTRY.settings(version))[key]
     included = rec["decision"] == "included"
     if isinstance(now, bool):
         return not now
@@ -118,10 +98,11 @@ def test_every_named_key_flips_its_record(sample) -> None:
                     assert "Decided by policy key" not in sentence, sentence
                     continue
                 assert f"Decided by policy key {key}." in sentence, sentence
-                value = flipped_value(policy, key, rec, record)
+                value = flipped_value(version, key, rec, record)
                 memo = (key, repr(value))
                 if memo not in replays:
-                    changed = plugin.assemble(snapshot, request, _set(policy, key, value))
+                    changed = plugin.assemble(snapshot, request,
+                                              changed_policy(version, **{key: value}))
                     replays[memo] = {(r["record_kind"], r["record_id"]): r for r in changed.records}
                 after = replays[memo].get((rec["record_kind"], rec["record_id"]))
                 checked += 1
