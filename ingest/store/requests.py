@@ -107,6 +107,19 @@ class RequestQueries(Database):
             params,
         )
 
+    def iter_assembly_requests(self, flt: AssemblyFilter | str | None = None,
+                               batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+        """``assembly_requests`` as record batches read as they are needed (whole-store
+        replays walk it without holding every request)."""
+        where, params = filter_sql(as_filter(flt))
+        return self._batches(
+            f"SELECT {cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
+            "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
+            f"      WHERE {where}) s ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
+            "ORDER BY a.export_id, a.conversation_id, a.assembled_at, a.assembly_id",
+            params, batch_rows,
+        )
+
     def token_totals(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
         """Per scenario (null for untagged requests): assemblies, baseline_tokens (history
         replay), assembled_tokens; ordered by scenario with the untagged last."""

@@ -1,0 +1,141 @@
+"""The replay engine: many assemblies replayed at once, Arrow in and Arrow out.
+
+Verify, compare and bisect replay whole stores, so they do not call the assembler one
+request at a time through Python rows: they walk the store in **chunks** (the requests of a
+bounded number of conversations of one export, streamed from the store in
+(export, conversation, time, id) order, so memory does not grow with the store) and ask
+``replay_chunk`` for every request of a chunk at once.
+
+``replay_chunk`` returns a ``Replayed``: two Arrow tables, one row per (assembly, record)
+with the columns of ``REPLAY_COLUMNS`` ordered by (assembly_id, record_kind, record_id), and
+one row per replayed assembly (``ASSEMBLY_COLUMNS``).
+
+The reference assembler (``replay.assembler``) is the oracle: whatever path computes a
+chunk must give exactly its decision, reason, rendering, position, tokens and selection
+hash for every record (tests/unit/test_engine_differential.py). This module's path is the
+oracle itself, per assembly; a columnar form plugs in behind the same two functions, and an
+assembler plugin without a columnar form always takes this path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+
+from .assembler import AssemblerPlugin, get_assembler
+from .policy import Policy, PolicyRegistry
+from .snapshot import Snapshot, load_snapshots, request_from_row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.filters import AssemblyFilter
+    from ingest.store import Store
+
+__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "replay_chunk"]
+
+CONVERSATIONS_PER_CHUNK = 256
+
+REPLAY_SCHEMA = pa.schema([
+    ("assembly_id", pa.string()), ("record_kind", pa.string()), ("record_id", pa.string()),
+    ("decision", pa.string()), ("rendering", pa.string()), ("position", pa.int64()),
+    ("policy_family", pa.string()), ("reason_code", pa.string()), ("tokens", pa.int64()),
+])
+REPLAY_COLUMNS = tuple(REPLAY_SCHEMA.names)
+
+ASSEMBLY_SCHEMA = pa.schema([
+    ("assembly_id", pa.string()), ("policy_version", pa.string()),
+    ("selection_hash", pa.string()), ("assembled_tokens", pa.int64()),
+    ("baseline_tokens", pa.int64()), ("included_count", pa.int64()),
+    ("omitted_count", pa.int64()),
+])
+ASSEMBLY_COLUMNS = tuple(ASSEMBLY_SCHEMA.names)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The requests (context_assemblies rows with export_id, as Arrow, in (conversation,
+    time, id) order) of a few conversations of one export."""
+
+    export_id: str
+    conversation_ids: tuple[str, ...]
+    requests: pa.Table
+
+    def snapshots(self, store: "Store") -> dict[str, Snapshot]:
+        """Every graph row of the chunk's conversations (one store query per graph table)."""
+        return load_snapshots(store, list(self.conversation_ids), self.export_id)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A chunk replayed: ``records`` (REPLAY_COLUMNS, by assembly, kind, id) and
+    ``assemblies`` (ASSEMBLY_COLUMNS, one row per replayed assembly; an assembly with no
+    policy to replay it has no row and no records)."""
+
+    records: pa.Table
+    assemblies: pa.Table
+
+
+def chunks(store: "Store", flt: "AssemblyFilter | str | None" = None,
+           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> Iterator[Chunk]:
+    """The requests matching ``flt`` in chunks of at most ``conversations_per_chunk``
+    conversations of one export, read from the store as they are needed."""
+    pending: list[pa.RecordBatch] = []
+    conversations: list[str] = []
+    export: str | None = None
+    for batch in store.iter_assembly_requests(flt):
+        exports = batch.column("export_id").to_pylist()
+        convs = batch.column("conversation_id").to_pylist()
+        start = 0
+        for i, (e, c) in enumerate(zip(exports, convs)):
+            if e == export and conversations and c == conversations[-1]:
+                continue
+            full = e != export or len(conversations) >= conversations_per_chunk
+            if full and conversations:
+                pending.append(batch.slice(start, i - start))
+                yield _chunk(export, conversations, pending)
+                pending, conversations, start = [], [], i
+            export = e
+            conversations.append(c)
+        pending.append(batch.slice(start))
+    if conversations:
+        yield _chunk(export, conversations, pending)
+
+
+def _chunk(export: str | None, conversations: list[str], batches: list[pa.RecordBatch]) -> Chunk:
+    table = pa.Table.from_batches([b for b in batches if b.num_rows] or batches[:1])
+    return Chunk(str(export), tuple(conversations), table)
+
+
+def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
+                 version: str | None = None,
+                 assembler: str | AssemblerPlugin = "reference",
+                 snapshots: dict[str, Snapshot] | None = None) -> Replayed:
+    """Every request of ``chunk`` replayed under ``version`` (None: each request's own
+    recorded version; a request whose version is not in ``registry`` is not replayed)."""
+    plugin = get_assembler(assembler)
+    snaps = snapshots if snapshots is not None else chunk.snapshots(store)
+    fixed: Policy | None = registry.get(version) if version is not None else None
+    records: dict[str, list[Any]] = {name: [] for name in REPLAY_COLUMNS}
+    assemblies: dict[str, list[Any]] = {name: [] for name in ASSEMBLY_COLUMNS}
+    for row in chunk.requests.to_pylist():
+        policy = fixed
+        if policy is None:
+            if row["policy_version"] not in registry:
+                continue
+            policy = registry.get(row["policy_version"])
+        out = plugin.assemble(snaps[row["conversation_id"]], request_from_row(row), policy)
+        for rec in sorted(out.records, key=lambda r: (r["record_kind"], r["record_id"])):
+            for name in REPLAY_COLUMNS:
+                records[name].append(rec[name])
+        for name, value in (("assembly_id", out.assembly_id),
+                            ("policy_version", policy.version),
+                            ("selection_hash", out.selection_hash),
+                            ("assembled_tokens", out.assembled_tokens),
+                            ("baseline_tokens", out.baseline_tokens),
+                            ("included_count", out.included_count),
+                            ("omitted_count", out.omitted_count)):
+            assemblies[name].append(value)
+    table = pa.table(records, schema=REPLAY_SCHEMA)
+    order = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
+    return Replayed(table.sort_by(order), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))
