@@ -84,7 +84,7 @@ SERIAL_MIN_STREAK = 3
 
 MEMORY_ROOT = "/memories"
 MEMORY_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "delete", "rename"})
-_PATH_KEYS = ("path", "old_path", "new_path")
+_MEMORY_PATH_KEYS = ("path", "old_path", "new_path")
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def _memory_call_paths(tool_name: str, args_json: str) -> list[tuple[str, str]]:
         return []
     if not isinstance(args, dict):
         return []
-    paths = [(k, args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
+    paths = [(k, args[k]) for k in _MEMORY_PATH_KEYS if isinstance(args.get(k), str)]
     base = tool_name.replace("__", ".").replace("/", ".").replace(":", ".").rsplit(".", 1)[-1].lower()
     if base == "memory":
         return paths
@@ -241,17 +241,80 @@ def _result_text(store: "Store", export_id: str, ref: str | None, sha: str | Non
 
 
 def _split_streak(store: "Store", r: dict[str, Any]) -> list[list[int]]:
-    """The streak's call indexes, cut where a call's argument values occur in the full body
-    of the previous call's result (the SQL only saw its preview)."""
+    """The streak's call indexes, cut where a call uses the previous call's result (read in
+    full: the SQL only saw its preview) or continues the previous call (see _uses_previous)."""
     parts: list[list[int]] = [[0]]
+    args = r.get("arguments") or [None] * len(r["call_ids"])
     for i in range(1, len(r["call_ids"])):
         body = _result_text(store, r["export_id"], r["storage_refs"][i - 1], r["sha256s"][i - 1])
-        args = r["arg_strings"][i] or []
-        if body is not None and any(a in body for a in args):
+        if _uses_previous(args[i - 1], body, args[i], r["arg_strings"][i] or []):
             parts.append([i])
         else:
             parts[-1].append(i)
     return [p for p in parts if len(p) >= SERIAL_MIN_STREAK]
+
+
+_FILE_ARG_KEYS = ("file_path", "path", "filename", "file", "notebook_path", "dir", "directory")
+
+
+def _scalars(arguments_json: str | None) -> tuple[list[str], list[str]]:
+    """(string values, path values) of a call's arguments, at any depth."""
+    try:
+        value = json.loads(arguments_json) if arguments_json else {}
+    except ValueError:
+        return [], []
+    strings: list[str] = []
+    paths: list[str] = []
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((key, x) for x in v)
+        elif isinstance(v, str):
+            strings.append(v)
+            if key.lower() in _FILE_ARG_KEYS:
+                paths.append(v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            strings.append(str(v))
+    return strings, paths
+
+
+def _uses_previous(prev_args: str | None, prev_body: str | None, args: str | None,
+                   arg_strings: list[str]) -> bool:
+    """Whether a call depends on the call before it, so the two could not have been one
+    response's parallel calls:
+
+    - a value of its arguments occurs in the previous result: a string of 4 or more
+      characters, one alternative of a ``a|b`` search pattern, the last two parts of a path
+      (a Grep printing ``src/a.py:45:`` and a Read of ``/repo/src/a.py``), or a line number
+      printed as one (``:45:``, ``45→``, ``line 45``);
+    - it reads the same path again (a Read continuing a truncated Read, at an offset).
+    """
+    strings, paths = _scalars(args)
+    prev_strings, prev_paths = _scalars(prev_args)
+    if any(p in prev_paths for p in paths):
+        return True
+    if prev_body is None:
+        return False
+    body = prev_body
+    if any(a in body for a in arg_strings):
+        return True
+    for value in strings:
+        if value.isdigit():
+            if any(f in body for f in (f":{value}:", f"{value}\u2192", f"line {value}")):
+                return True
+            continue
+        if len(value) >= 4 and value in body:
+            return True
+        if "|" in value and any(len(alt) >= 4 and alt in body for alt in value.split("|")):
+            return True
+    for path in paths:
+        parts = [p for p in path.replace("\\", "/").split("/") if p]
+        if len(parts) >= 2 and "/".join(parts[-2:]) in body:
+            return True
+    return False
 
 
 def _serial(store: "Store", flt: Any) -> list[Finding]:

@@ -380,6 +380,7 @@ class LintQueries(Database):
         against the full bodies (``storage_refs``/``sha256s``, per call, through
         ``read_blob``). Columns: export_id, first_call, and per call in order: calls
         ("tool(args)"), run_ids, call_ids, arg_strings (the argument values checked),
+        arguments (each call's arguments_json),
         storage_refs, sha256s (of each call's result), message_ids, assembly_ids."""
         scope, params = self._run_scope(flt)
         sql = (
@@ -448,6 +449,7 @@ class LintQueries(Database):
                    list(g.model_run_id ORDER BY g.started_at, g.model_run_id) AS run_ids,
                    list(g.call_id ORDER BY g.started_at, g.model_run_id) AS call_ids,
                    list(g.arg_strings ORDER BY g.started_at, g.model_run_id) AS arg_strings,
+                   list(g.args ORDER BY g.started_at, g.model_run_id) AS arguments,
                    list(g.storage_ref ORDER BY g.started_at, g.model_run_id) AS storage_refs,
                    list(g.sha256 ORDER BY g.started_at, g.model_run_id) AS sha256s,
                    list(m.message_id ORDER BY g.started_at, g.model_run_id) AS message_ids,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,6 +75,59 @@ def test_three_serial_single_reads_are_an_info(tmp_path: Path) -> None:
     assert "3 consecutive requests" in detail
     for name in ("/src/a.py", "/src/b.py", "/src/c.py"):
         assert name in detail
+
+
+def _serial_session(tmp_path: Path, calls: list[tuple[str, dict[str, Any], str]]) -> Path:
+    """A Claude Code session where each request makes one call: (tool, input, result)."""
+    lines = [{"type": "user", "sessionId": "s", "uuid": "u0", "timestamp": "2025-06-01T09:00:00Z",
+              "message": {"role": "user", "content": "Look into the parser."}}]
+    for i, (tool, args, result) in enumerate(calls):
+        lines.append({"type": "assistant", "sessionId": "s", "uuid": f"a{i}",
+                      "timestamp": f"2025-06-01T09:0{i}:01Z", "requestId": f"req_{i}",
+                      "message": {"id": f"msg_{i}", "model": "claude-sonnet-4-5", "role": "assistant",
+                                  "content": [{"type": "tool_use", "id": f"tu_{i}", "name": tool,
+                                               "input": args}],
+                                  "usage": {"input_tokens": 100 + i, "output_tokens": 5}}})
+        lines.append({"type": "user", "sessionId": "s", "uuid": f"r{i}",
+                      "timestamp": f"2025-06-01T09:0{i}:02Z",
+                      "message": {"role": "user", "content": [
+                          {"type": "tool_result", "tool_use_id": f"tu_{i}", "content": result}]}})
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_a_read_at_the_line_a_grep_returned_is_not_serial(tmp_path: Path) -> None:
+    # the Grep prints a relative path and a short line number; the Read uses both
+    calls = [
+        ("Glob", {"pattern": "**/*.py"}, "src/parser/lexer.py\nsrc/parser/tokens.py"),
+        ("Grep", {"pattern": "def tokenize|TokenKind", "path": "/repo/src/parser/lexer.py"},
+         "src/parser/lexer.py:42:def tokenize(text):"),
+        ("Read", {"file_path": "/repo/src/parser/lexer.py", "offset": 42, "limit": 40},
+         "    42\u2192def tokenize(text):"),
+    ]
+    assert _lint_file(_serial_session(tmp_path, calls), tmp_path) == []
+
+
+def test_a_read_continuing_a_truncated_read_is_not_serial(tmp_path: Path) -> None:
+    calls = [
+        ("Read", {"file_path": "/repo/big.py", "limit": 500}, "     1\u2192import os"),
+        ("Read", {"file_path": "/repo/big.py", "offset": 501, "limit": 500}, "   501\u2192x = 1"),
+        ("Read", {"file_path": "/repo/big.py", "offset": 1001, "limit": 500}, "  1001\u2192y = 2"),
+    ]
+    assert _lint_file(_serial_session(tmp_path, calls), tmp_path) == []
+
+
+def test_independent_reads_written_the_same_way_are_still_serial(tmp_path: Path) -> None:
+    # the same shape as above with nothing taken from the previous result: still a finding
+    calls = [
+        ("Read", {"file_path": "/repo/src/parser/lexer.py", "offset": 42}, "    42\u2192a = 1"),
+        ("Read", {"file_path": "/repo/docs/notes.md", "offset": 7}, "     7\u2192b = 2"),
+        ("Grep", {"pattern": "TODO|FIXME", "path": "/repo/tests"}, "tests/x.py:3:# TODO"),
+    ]
+    findings = _lint_file(_serial_session(tmp_path, calls), tmp_path)
+    assert [f.rule for f in findings] == ["serial_read_only_calls"]
+    assert "3 consecutive requests" in findings[0].detail
 
 
 def test_memory_path_escape(tmp_path: Path) -> None:
