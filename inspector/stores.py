@@ -7,6 +7,7 @@ changed export gets a fresh store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -16,6 +17,20 @@ from ingest.errors import ContextlensError
 
 ProgressFn = Callable[[str, int, int], None]
 WarnFn = Callable[[str], None]
+
+
+@functools.cache
+def code_key() -> str:
+    """A fingerprint of the code that builds cached exports and stores (the ingest package:
+    contract, adapters, loading): a changed contextlens never reuses what an older one
+    adapted or ingested."""
+    import ingest
+
+    digest = hashlib.sha256()
+    root = Path(ingest.__file__).parent
+    for f in sorted(root.rglob("*.py")):
+        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cache_dir() -> Path:
@@ -45,7 +60,8 @@ def cached_store_for_export(export_dir: Path, progress: ProgressFn | None = None
 
     manifest = export_dir / "manifest.json"
     key = hashlib.sha256(
-        str(export_dir.resolve()).encode() + b"\0" + manifest.read_bytes()
+        str(export_dir.resolve()).encode() + b"\0" + manifest.read_bytes() + b"\0"
+        + code_key().encode()
     ).hexdigest()[:16]
     db = cache_dir() / f"{export_dir.resolve().name}-{key}.duckdb"
     if not db.exists():
@@ -83,7 +99,7 @@ def export_for(path: Path, fmt: str | None = None, warn: WarnFn | None = None) -
         raise ContextlensError(f"{path}: not an export folder (no manifest.json)")
     stat = path.stat()
     key = hashlib.sha256(
-        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{fmt}".encode()
+        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{fmt}\0{code_key()}".encode()
     ).hexdigest()[:16]
     out = cache_dir() / "transcripts" / f"{path.name}-{key}"
     if not (out / "manifest.json").exists():

@@ -5,19 +5,28 @@
 One line per event. What is read:
 
 - ``assistant`` lines: one API response is split over several lines sharing ``requestId`` /
-  ``message.id``; they are merged into ONE model run (its model is its participant) and one
-  assistant message (text blocks); each ``tool_use`` block is a tool call. Calls of one
-  response share a ``parallel_group`` when there are two or more.
+  ``message.id``; they are merged into ONE model run and one assistant message (text
+  blocks); each ``tool_use`` block is a tool call. The main session is one participant (the
+  agent) whatever model each request used: a model switch is on the run, not a new
+  participant. Calls of one
+  response share a ``parallel_group`` when there are two or more, and are placed in wire
+  order (all of a response's tool_use blocks, then the results) even when the file has a
+  result line between two of its tool_use lines.
 - ``user`` lines: text -> a user message (``isMeta`` lines are marked ``meta``);
   ``tool_result`` blocks -> one tool artifact each (``is_error`` -> failed); a call never
   answered stays ``pending``.
 - ``system`` ``compact_boundary`` (``compactMetadata.preTokens``): the compaction event.
-  Every record before it is omitted from later requests with reason ``compacted``; the
+  Every record before it is omitted from later requests with reason ``compacted`` (the
+  boundary marker itself is an event, not content, and is not listed); the
   ``isCompactSummary`` user line that follows is an ordinary, included message.
 - ``Task`` (or ``Agent``) tool calls start subagents whose transcripts are
   ``<session>/subagents/agent-<agentId>.jsonl``; each of their requests is a child run
   (runtime_kind ``subagent_child``, parent = the run that called Task), owned by a
-  participant of kind ``subagent``. ``agent-acompact-*.jsonl`` is the compaction summariser.
+  participant of kind ``subagent``. ``agent-acompact-*.jsonl`` is the compaction summariser:
+  it works for the main agent (its participant) and is sent the main conversation up to the
+  line its prompt's ``parentUuid`` names, then its own prompt. Hook output in a subagent
+  file (``isMeta`` user lines such as ``<system-reminder>``) whose ``parentUuid`` is a main
+  line belongs to the main session, right after that line.
   Sidechain lines kept inside the main file (older versions) are handled the same way.
 - ``progress``, ``file-history-snapshot``, ``queue-operation`` and other lines are ignored;
   a malformed line is a warning naming file and line, and is skipped.
@@ -66,6 +75,10 @@ class _Request:
     row: dict[str, Any]
     calls: list[str] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    # where the response's next tool_use goes in the stream's records: right after its
+    # message and earlier calls, before any result already written (wire order: every
+    # tool_use block of a response, then the results)
+    end: int = 0
 
 
 @dataclass
@@ -115,6 +128,13 @@ class _Stream:
         self.extra_tags = extra_tags
         self.records: list[Rec] = []
         self.boundaries: list[tuple[int, str]] = []  # (records before it, detail)
+        self.boundary_ids: set[str] = set()  # compaction markers: events, not content
+        # the newest record once each line was read, by line uuid: what a line pointing at
+        # that uuid (the compaction summariser's prompt) was sent with
+        self.last_record_at: dict[str, Rec | None] = {}
+        # records of another stream this one was sent first (the summariser: the parent's
+        # history up to the compaction)
+        self.inherited: list[Rec] = []
         self.requests: dict[str, _Request] = {}
         self.last_user: str | None = None
         self.last_run: str | None = None
@@ -129,7 +149,13 @@ class _Stream:
         # a subagent's own transcript is private to it; only the Task result is shared
         self.visibility = "participant_private" if agent_id else "conversation"
         self.pid: str | None = None
-        if agent_id is not None:
+        if agent_id is not None and agent_id.startswith("acompact"):
+            # the compaction summariser works for the main agent on its own history: the
+            # main agent's participant, so the parent's records it is sent are its own
+            self.pid = self.b.participant(
+                ctx.cid, "agent:claude-code", "Claude Code", "model", "anthropic", None
+            )
+        elif agent_id is not None:
             self.pid = self.b.participant(
                 ctx.cid, f"subagent:{agent_id}", agent_label or f"subagent {agent_id}",
                 "subagent", "anthropic", None,
@@ -146,11 +172,13 @@ class _Stream:
         return t
 
     def _participant(self, model: str) -> str:
-        if self.agent_id is None:
+        """The participant making this stream's requests. The main session is one agent
+        whatever model each request used (a model switch is not another participant: the
+        model is on the run); a subagent is its own participant."""
+        if self.pid is None:
             return self.b.participant(
-                self.ctx.cid, f"model:{model}", model, "model", "anthropic", model
+                self.ctx.cid, "agent:claude-code", "Claude Code", "model", "anthropic", model
             )
-        assert self.pid is not None
         row = next(r for r in self.b.rows["participants"] if r["participant_id"] == self.pid)
         if row["model"] is None:
             row["model"] = model
@@ -166,6 +194,13 @@ class _Stream:
             if uuid in self.ctx.seen_uuids:
                 return  # a resumed session repeats earlier lines
             self.ctx.seen_uuids.add(uuid)
+        try:
+            self._read(n, line)
+        finally:
+            if isinstance(uuid, str):
+                self.last_record_at[uuid] = self.records[-1] if self.records else None
+
+    def _read(self, n: int, line: dict[str, Any]) -> None:
         kind = line.get("type")
         try:
             if kind == "assistant":
@@ -226,6 +261,7 @@ class _Stream:
             self.requests[key] = req
             self.turn_key, self.turn_blocks, self.turn_text = None, 0, False
             self.records.append(rec)
+            req.end = len(self.records)
             self.last_run = rid
         run = self.b.run_row(req.run_id)
         ts = after(ts, run["started_at"])
@@ -246,7 +282,7 @@ class _Stream:
                 name = str(blk.get("name") or "unknown")
                 rec = self.b.tool_call(req.run_id, name, blk.get("input"), ts)
                 req.calls.append(rec.id)
-                self.records.append(rec)
+                self._insert(req, rec)
                 if isinstance(use_id, str):
                     self.ctx.tool_ids[use_id] = rec.id
                 if name in TASK_TOOLS:
@@ -262,6 +298,14 @@ class _Stream:
         text = "\n".join(x for x in req.text if x.strip()).strip("\n")
         req.row["content"] = text
         req.row["content_tokens"] = req.message.tokens = self.b.count(text)
+
+    def _insert(self, req: _Request, rec: Rec) -> None:
+        """A tool call of ``req`` in wire order (Claude Code may write a result line between
+        two tool_use lines of one response)."""
+        at = req.end
+        self.records.insert(at, rec)
+        req.end = at + 1
+        self.boundaries = [(i + 1 if i > at else i, d) for i, d in self.boundaries]
 
     def _user(self, n: int, line: dict[str, Any]) -> None:
         msg = line.get("message")
@@ -346,6 +390,7 @@ class _Stream:
             visibility=self.visibility,
         )
         self.records.append(rec)
+        self.boundary_ids.add(rec.id)
         self.last_rec_ts = max(self.last_rec_ts, ts)
         self.boundaries.append((len(self.records), detail))
         self.b.bump("compactions")
@@ -359,11 +404,24 @@ class _Stream:
         for i, r in enumerate(self.records[:cut]):
             while self.boundaries[bi][0] <= i:
                 bi += 1
-            omitted.append((r, "compacted", "window", self.boundaries[bi][1]))
+            if r.id not in self.boundary_ids:  # the marker itself was never content
+                omitted.append((r, "compacted", "window", self.boundaries[bi][1]))
         tags = list(self.extra_tags)
         if self.boundaries:
             tags.append(f"after_compaction:{len(self.boundaries)}")
-        self.b.assembly(run_id, self.records[cut:], omitted, recorded, extra_tags=tags)
+        self.b.assembly(run_id, self.inherited + self.records[cut:], omitted, recorded,
+                        extra_tags=tags)
+
+    def history_until(self, uuid: str) -> list[Rec] | None:
+        """What a request made right after line ``uuid`` was sent: the records since the
+        last compaction before it, up to the newest record once that line was read (None
+        when the line is not in this stream)."""
+        if uuid not in self.last_record_at:
+            return None
+        last = self.last_record_at[uuid]
+        end = next((i + 1 for i, r in enumerate(self.records) if r is last), 0)
+        cut = max((i for i, _ in self.boundaries if i <= end), default=0)
+        return [r for r in self.records[cut:end] if r.id not in self.boundary_ids]
 
     def finish(self) -> None:
         for req in self.requests.values():
@@ -418,15 +476,6 @@ def adapt_claude_code(
     cid = b.conversation(title or path.stem, first_ts or EPOCH)
     ctx = _Ctx(b, cid)
 
-    main = _Stream(ctx, path.name)
-    side: dict[str, list[tuple[int, Any]]] = {}
-    for n, d in lines:
-        if isinstance(d, dict) and d.get("isSidechain") and d.get("type") in ("user", "assistant"):
-            side.setdefault(str(d.get("agentId") or "sidechain"), []).append((n, d))
-        else:
-            main.feed(n, d)
-    main.finish()
-
     # subagents: their own files first, then sidechains kept in the main file
     sources: list[tuple[str, str, list[tuple[int, Any]]]] = []
     for f in _subagent_files(path):
@@ -442,6 +491,31 @@ def adapt_claude_code(
                 agent = str(d["agentId"])
                 break
         sources.append((f"{path.stem}/subagents/{f.name}", agent, sub_lines))
+
+    # hook output (meta user lines, e.g. <system-reminder>) that a subagent file holds but
+    # whose parentUuid is a line of the main session belongs to the main session, there
+    main_uuids = {d.get("uuid") for _, d in lines if isinstance(d, dict) and isinstance(d.get("uuid"), str)}
+    hooks: dict[str, list[tuple[int, Any]]] = {}
+    for i, (fname, agent, sub_lines) in enumerate(sources):
+        kept = []
+        for n, d in sub_lines:
+            if (isinstance(d, dict) and d.get("type") == "user" and d.get("isMeta")
+                    and d.get("parentUuid") in main_uuids):
+                hooks.setdefault(d["parentUuid"], []).append((n, d))
+            else:
+                kept.append((n, d))
+        sources[i] = (fname, agent, kept)
+
+    main = _Stream(ctx, path.name)
+    side: dict[str, list[tuple[int, Any]]] = {}
+    for n, d in lines:
+        if isinstance(d, dict) and d.get("isSidechain") and d.get("type") in ("user", "assistant"):
+            side.setdefault(str(d.get("agentId") or "sidechain"), []).append((n, d))
+            continue
+        main.feed(n, d)
+        for hn, hd in hooks.get(d.get("uuid") if isinstance(d, dict) else None, ()):
+            main.feed(hn, hd)
+    main.finish()
     for agent, sl in side.items():
         sources.append((path.name, agent, sl))
 
@@ -473,6 +547,11 @@ def adapt_claude_code(
             label = f"subagent {agent}"
             b.warn(f"{fname}: no Task call in {path.name} matches subagent {agent}; kept without parent")
         stream = _Stream(ctx, fname, "subagent_child", parent, agent, label, tags)
+        if agent.startswith("acompact"):
+            # the summariser is sent the parent's conversation up to the compaction: its
+            # first prompt line points at the last main line before the boundary
+            first = next((d for _, d in sl if isinstance(d, dict) and d.get("type") == "user"), {})
+            stream.inherited = main.history_until(str(first.get("parentUuid"))) or []
         for n, d in sl:
             stream.feed(n, d)
         stream.finish()

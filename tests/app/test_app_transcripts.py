@@ -47,9 +47,11 @@ def raw_compactions() -> list[dict[str, Any]]:
 
 
 def raw_agent_ids() -> list[str]:
-    """The agent ids of the session's subagent files (``agent-<id>.jsonl``)."""
+    """The agent ids of the session's subagent files (``agent-<id>.jsonl``) other than the
+    compaction summariser's (``agent-acompact-…``: it works for the main agent)."""
     folder = REALDATA / SESSION / "subagents"
-    return sorted(p.stem.removeprefix("agent-") for p in folder.glob("agent-*.jsonl"))
+    return sorted(p.stem.removeprefix("agent-") for p in folder.glob("agent-*.jsonl")
+                  if not p.stem.startswith("agent-acompact"))
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +156,7 @@ async def test_compaction_marker_sits_between_the_runs_around_it(cc_db: Path) ->
 @run_async
 async def test_subagents_nest_under_the_run_that_called_them(cc_db: Path) -> None:
     agent_ids = raw_agent_ids()
-    assert agent_ids  # a881341 (a Task) and acompact-… (the compaction summariser)
+    assert agent_ids  # a881341 (a Task)
     with _store(cc_db) as store:
         conversation = store.conversations()["conversation_id"][0].as_py()
         runs = store.model_runs(conversation).to_pylist()
@@ -194,6 +196,22 @@ async def test_subagents_nest_under_the_run_that_called_them(cc_db: Path) -> Non
             for child in group.children:
                 assert "subagent_child" in child.label.plain and f"subagent {agent}" in child.label.plain
         assert sorted(shown) == agent_ids
+        # the compaction summariser's run hangs under the main run it summarised, no group
+        summariser = [r for r in children if r["participant_id"] not in parent_of
+                      or not any(r["participant_id"] == g.data["id"] for g in groups)]
+        runs_in_tree: dict[str, Any] = {}
+
+        def runs_of(node: Any) -> None:
+            if (node.data or {}).get("type") == "run":
+                runs_in_tree[node.data["id"]] = node
+            for child in node.children:
+                runs_of(child)
+
+        runs_of(tree.root)
+        assert summariser
+        for run in summariser:
+            node = runs_in_tree[run["model_run_id"]]
+            assert node.parent.data == {"type": "run", "id": run["parent_model_run_id"]}
         # a subagent run's own assembly opens from the tree
         first_group = shown[agent_ids[0]]
         run_node = first_group.children[0]

@@ -108,7 +108,7 @@ def test_compaction(tmp_path: Path) -> None:
         f"select decision, reason_code, policy_family, detail from assembly_records where assembly_id='{asm[1]}' order by decision, position",
     )
     omitted = [r for r in recs if r[0] == "omitted"]
-    assert len(omitted) == 3  # the first user message, the reply, the boundary marker
+    assert len(omitted) == 2  # the first user message and the reply (the marker is not content)
     assert all(r[1] == "compacted" and r[2] == "window" and "preTokens 5000" in r[3] for r in omitted)
     included = sql(
         db,

@@ -100,7 +100,9 @@ def _claude_expected(path: Path) -> dict:
         "failed": sum(answered.values()),
         "pending": len(calls) - len(answered),
         "parallel_groups": sum(1 for n in per_req_calls.values() if n >= 2),
-        "subagent_files": len(subfiles),
+        # the compaction summariser works for the main agent: not a subagent participant
+        "subagent_files": sum(1 for f in subfiles if not f.name.startswith("agent-acompact")),
+        "summarisers": sum(1 for f in subfiles if f.name.startswith("agent-acompact")),
         "child_requests": child_requests,
         "compactions": boundaries,
         "after_compaction": after_compaction,
@@ -136,6 +138,24 @@ def test_claude_code_real(path: Path, tmp_path: Path) -> None:
         db, "select count(*) from model_runs where runtime_kind='subagent_child' and parent_model_run_id is null"
     )[0][0] == 0
     assert sql(db, "select count(*) from participants where kind='subagent'")[0][0] == exp["subagent_files"]
+    # the main session is one agent whatever model each request used
+    assert sql(db, "select count(*) from participants where kind='model'")[0][0] == 1
+    # the compaction summariser is sent the parent's history up to the compaction: at
+    # least everything the last main request before it was sent
+    for (summariser, at) in sql(db, "select assembly_id, assembled_at from context_assemblies "
+                                    "where list_contains(tags, 'compaction_summariser')"):
+        earlier = sql(db, "select assembly_id from context_assemblies where runtime_kind <> "
+                          f"'subagent_child' and assembled_at < '{at}' "
+                          "order by assembled_at desc limit 1")
+        before = earlier[0][0] if earlier else None
+        sent = set(sql(db, "select record_kind, record_id from assembly_records where "
+                           f"assembly_id = '{summariser}' and decision = 'included'"))
+        if before is not None:
+            parent = set(sql(db, "select record_kind, record_id from assembly_records where "
+                                 f"assembly_id = '{before}' and decision = 'included'"))
+            assert parent and parent <= sent
+    assert len(sql(db, "select 1 from context_assemblies where list_contains(tags, "
+                       "'compaction_summariser')")) == exp["summarisers"]
     # compaction: each request after a boundary omits earlier records as compacted
     compacted = sql(
         db, "select count(distinct assembly_id) from assembly_records where reason_code='compacted'"

@@ -1,0 +1,131 @@
+"""Claude Code sessions reconstructed as the API saw them: parallel calls in wire order, the
+compaction boundary is not content, the compaction summariser is sent the parent's history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from support.sql import sql
+
+from ingest.adapters import adapt
+from ingest.store import ingest
+
+
+def _line(kind: str, uuid: str, parent: str | None, minute: int, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "sessionId": "s", "uuid": uuid, "parentUuid": parent,
+            "timestamp": f"2025-06-01T09:{minute:02d}:00Z", **extra}
+
+
+def _assistant(uuid: str, parent: str, minute: int, req: str, block: dict[str, Any]) -> dict[str, Any]:
+    return _line("assistant", uuid, parent, minute, requestId=req, message={
+        "id": f"msg_{req}", "model": "claude-sonnet-4-5", "role": "assistant", "content": [block],
+        "usage": {"input_tokens": 100, "output_tokens": 5}})
+
+
+def _result(uuid: str, parent: str, minute: int, use_id: str, body: str) -> dict[str, Any]:
+    return _line("user", uuid, parent, minute, message={"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": use_id, "content": body}]})
+
+
+def _store(tmp_path: Path, lines: list[dict[str, Any]], name: str = "session.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    res = adapt(path, tmp_path / "export")
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    return db
+
+
+def _included(db: Path, assembly_like: str) -> list[tuple[str, str]]:
+    """(kind, content or tool name) of one assembly's included records in prompt order."""
+    return [(k, v) for k, v in sql(db, f"""
+        SELECT r.record_kind, coalesce(m.content, c.tool_name, a.result_preview)
+        FROM assembly_records r
+        LEFT JOIN messages m ON r.record_kind = 'message' AND m.message_id = r.record_id
+        LEFT JOIN tool_calls c ON r.record_kind = 'tool_call' AND c.tool_call_id = r.record_id
+        LEFT JOIN tool_artifacts a ON r.record_kind = 'tool_artifact' AND a.artifact_id = r.record_id
+        WHERE r.assembly_id LIKE '{assembly_like}' AND r.decision = 'included'
+        ORDER BY r.position""")]
+
+
+def test_parallel_calls_are_in_wire_order_although_a_result_was_written_between_them(
+        tmp_path: Path) -> None:
+    lines = [
+        _line("user", "u0", None, 0, message={"role": "user", "content": "read both files"}),
+        _assistant("a1", "u0", 1, "r1", {"type": "tool_use", "id": "tu_a", "name": "Read",
+                                          "input": {"file_path": "/a.py"}}),
+        _result("t1", "a1", 2, "tu_a", "alpha"),  # written before the second tool_use line
+        _assistant("a2", "t1", 3, "r1", {"type": "tool_use", "id": "tu_b", "name": "Read",
+                                          "input": {"file_path": "/b.py"}}),
+        _result("t2", "a2", 4, "tu_b", "beta"),
+        _assistant("a3", "t2", 5, "r2", {"type": "text", "text": "done"}),
+    ]
+    db = _store(tmp_path, lines)
+    runs = [r for (r,) in sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at")]
+    assert _included(db, runs[1]) == [
+        ("message", "read both files"), ("message", ""),  # the user turn, the response's text
+        ("tool_call", "Read"), ("tool_call", "Read"),  # every tool_use block first
+        ("tool_artifact", "alpha"), ("tool_artifact", "beta"),  # then the results
+    ]
+
+
+def _compacted_session(tmp_path: Path) -> Path:
+    """A main session compacted once; its summariser file holds a hook reminder of the main
+    session (parentUuid in the main file) and the summary prompt."""
+    main = [
+        _line("user", "u0", None, 0, message={"role": "user", "content": "fix the parser"}),
+        _assistant("a1", "u0", 1, "r1", {"type": "tool_use", "id": "tu_a", "name": "Edit",
+                                          "input": {"file_path": "/p.py"}}),
+        _result("t1", "a1", 2, "tu_a", "edited"),
+        _assistant("a2", "t1", 4, "r2", {"type": "text", "text": "edited the parser"}),
+        _line("system", "b1", "a2", 6, subtype="compact_boundary",
+              compactMetadata={"trigger": "auto", "preTokens": 900}),
+        _line("user", "s1", "b1", 7, isCompactSummary=True,
+              message={"role": "user", "content": "Summary: the parser was fixed."}),
+        _assistant("a3", "s1", 8, "r3", {"type": "text", "text": "continuing"}),
+    ]
+    summariser = [
+        _line("user", "h1", "t1", 3, isMeta=True, message={
+            "role": "user", "content": "<system-reminder>PostToolUse:Edit hook: lint ok</system-reminder>"}),
+        _line("user", "q1", "a2", 5, message={"role": "user", "content": "Summarise the conversation."}),
+        _assistant("z1", "q1", 5, "rs", {"type": "text", "text": "Summary: the parser was fixed."}),
+    ]
+    folder = tmp_path / "session" / "subagents"
+    folder.mkdir(parents=True)
+    (folder / "agent-acompact-1.jsonl").write_text(
+        "".join(json.dumps(dict(line, agentId="acompact-1")) + "\n" for line in summariser))
+    return _store(tmp_path, main)
+
+
+def _request_contents(db: Path, where: str) -> list[str]:
+    (aid,) = sql(db, f"SELECT assembly_id FROM context_assemblies WHERE {where}")[0]
+    return [v for _, v in _included(db, aid)]
+
+
+def test_the_compaction_summariser_is_sent_the_parent_history(tmp_path: Path) -> None:
+    db = _compacted_session(tmp_path)
+    sent = _request_contents(db, "list_contains(tags, 'compaction_summariser')")
+    # the main conversation up to the compaction, then its own prompt
+    assert sent[0] == "fix the parser" and "edited" in sent and "edited the parser" in sent
+    assert sent[-1] == "Summarise the conversation."
+    # one participant for the main agent and its summariser: nothing it is sent is foreign
+    assert sql(db, "SELECT count(*) FROM participants WHERE kind = 'subagent'") == [(0,)]
+
+
+def test_a_hook_reminder_in_the_summariser_file_belongs_to_the_main_session(tmp_path: Path) -> None:
+    db = _compacted_session(tmp_path)
+    reminder = "<system-reminder>PostToolUse:Edit hook: lint ok</system-reminder>"
+    # sent with the main request after the Edit result, where its parentUuid points
+    second = _request_contents(db, "assembled_at = (SELECT min(assembled_at) FROM context_assemblies "
+                                   "WHERE assembled_at > TIMESTAMPTZ '2025-06-01 09:03:00+00')")
+    assert reminder in second
+
+
+def test_the_compaction_marker_is_not_listed_as_dropped_content(tmp_path: Path) -> None:
+    db = _compacted_session(tmp_path)
+    dropped = sql(db, "SELECT m.speaker_label, m.content FROM assembly_records r JOIN messages m "
+                      "ON m.message_id = r.record_id WHERE r.reason_code = 'compacted'")
+    assert dropped and all(label != "compact_boundary" for label, _ in dropped)
+    assert ("compact summary", "Summary: the parser was fixed.") not in dropped
