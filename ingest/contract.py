@@ -66,6 +66,8 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "rehydrated_raw",
         "summary",
         "revalidation_hint",
+        # transcripts: a tool result a runtime cleared in place (a placeholder is sent)
+        "cleared",
     ),
     "policy_family": (
         "branch",
@@ -95,6 +97,8 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "checkpoint_restore",
         "skill_active",
         "speaker_context",
+        # transcripts: sent as a placeholder after a runtime cleared it in place
+        "microcompacted",
         # reasons a record is omitted
         "outside_window",
         "sibling_branch",
@@ -119,8 +123,12 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "policy_outcome": ("allow", "deny", "mark", "protect", "rehydrate", "replace"),
 }
 
-INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:12])
-OMITTED_REASONS = frozenset(ENUMS["reason_code"][12:])
+# what a record rendered ``cleared`` is sent as (Claude Code's text for a tool result it
+# cleared in place)
+CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
+
+INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:ENUMS["reason_code"].index("outside_window")])
+OMITTED_REASONS = frozenset(ENUMS["reason_code"]) - INCLUDED_REASONS
 
 # Optional columns added to contract v1 after its first exports: an export without one
 # still loads and reads it as null (docs/export-format.md, Versioning).

@@ -31,6 +31,7 @@ RENDERING_PHRASES = {
     "rehydrated_raw": "rehydrated raw evidence",
     "summary": "a safe summary",
     "revalidation_hint": "a revalidation hint",
+    "cleared": "a placeholder (the runtime cleared its content)",
 }
 
 INCLUDED_PHRASES = {
@@ -46,6 +47,8 @@ INCLUDED_PHRASES = {
     "checkpoint_restore": "it restores a continuation checkpoint",
     "skill_active": "it carries the active skill state",
     "speaker_context": "it attributes what another participant said",
+    "microcompacted": "the runtime cleared this old tool result in place (microcompaction) and "
+                      "sends a placeholder instead",
 }
 
 OMITTED_PHRASES = {

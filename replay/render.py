@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.contract import CLEARED_PLACEHOLDER
 from ingest.errors import ContextlensError
 from ingest.text import visible_text as _visible_text
 from ingest.timefmt import sentence_time
@@ -66,6 +67,8 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
         return f"[reference to raw artifact {row['record_id']}, sha256 {str(row.get('sha256') or '')[:12]}…] {content}"
     if rendering == "summary":
         return f"[summary] {content}"
+    if rendering == "cleared":
+        return CLEARED_PLACEHOLDER
     if rendering == "rehydrated_raw" and raw is not None:
         return raw
     if row["record_kind"] == "tool_artifact" and row.get("error"):

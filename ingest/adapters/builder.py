@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from ..contract import selection_hash
 from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
@@ -58,6 +58,17 @@ class Rec:
 
     kind: str
     id: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How an included record was sent when not verbatim: rendering, reason, detail, and
+    the tokens of what was sent."""
+
+    rendering: str
+    reason: str
+    detail: str
     tokens: int
 
 
@@ -390,10 +401,13 @@ class Builder:
         overhead_estimate: int = 0,
         extra_tags: Iterable[str] = (),
         context_window_tokens: int | None = None,
+        shown_as: Mapping[str, Shown] | None = None,
     ) -> str:
         """One recorded context assembly: ``included`` in prompt order; ``omitted`` as
         (record, reason_code, policy_family, detail). ``overhead_estimate`` is the estimate of
-        what was sent outside the records (system prompt, tool schemas) when known."""
+        what was sent outside the records (system prompt, tool schemas) when known.
+        ``shown_as`` maps the id of an included record that was not sent verbatim to how it
+        was sent (a tool result a runtime cleared in place)."""
         run = self._runs[run_id]
         aid = f"{run_id}:asm"
         records = self.rows.setdefault("assembly_records", [])
@@ -401,18 +415,20 @@ class Builder:
         sel: list[tuple[str, str, str, str | None, int | None]] = []
         seen: set[tuple[str, str]] = set()
 
-        def record(r: Any, decision: str, family: str, reason: str, detail: str) -> None:
+        def record(r: Any, decision: str, family: str, reason: str, detail: str,
+                   rendering: str | None = None, tokens: int | None = None) -> None:
             """One final row and its one trace step. Included records are all recorded
             before any omitted one, so the count so far is the next prompt position
             (duplicates are skipped, so positions stay 0..n-1)."""
             included_now = decision == "included"
             position = len(sel) if included_now else None
-            rendering = "verbatim" if included_now else None
+            if included_now and rendering is None:
+                rendering = "verbatim"
             records.append({
                 "assembly_id": aid, "record_kind": r.kind, "record_id": r.id,
                 "decision": decision, "rendering": rendering, "position": position,
                 "policy_family": family, "reason_code": reason, "detail": detail,
-                "tokens": r.tokens,
+                "tokens": r.tokens if tokens is None else tokens,
             })
             decisions.append({
                 "decision_id": f"{aid}:d{len(sel)}", "assembly_id": aid, "step": len(sel),
@@ -424,15 +440,23 @@ class Builder:
 
         inc_tokens = 0
         msgs_in = arts_in = 0
+        cleared_tokens: list[int] = []
         for r in included:
             if (r.kind, r.id) in seen:
                 continue
             seen.add((r.kind, r.id))
-            inc_tokens += r.tokens
             msgs_in += r.kind == "message"
-            arts_in += r.kind == "tool_artifact"
-            record(r, "included", "window", "in_window", "sent in the recorded request")
-        all_tokens = inc_tokens
+            shown = (shown_as or {}).get(r.id)
+            if shown is None:
+                inc_tokens += r.tokens
+                arts_in += r.kind == "tool_artifact"
+                record(r, "included", "window", "in_window", "sent in the recorded request")
+            else:
+                inc_tokens += shown.tokens
+                cleared_tokens.append(r.tokens - shown.tokens)  # the body the baseline sends
+                record(r, "included", "window", shown.reason, shown.detail, shown.rendering,
+                       shown.tokens)
+        all_tokens = inc_tokens + sum(cleared_tokens)  # the history replay sends full bodies
         msgs_all = msgs_in
         for r, reason, family, detail in omitted:
             if (r.kind, r.id) in seen:

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .builder import AdaptResult, Builder, Placement, Rec
+from ..contract import CLEARED_PLACEHOLDER
+from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, after, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl
 from .files import Sample
@@ -135,6 +136,9 @@ class _Stream:
         # records of another stream this one was sent first (the summariser: the parent's
         # history up to the compaction)
         self.inherited: list[Rec] = []
+        # tool results cleared in place by a microcompaction: artifact id -> how it is sent
+        self.cleared: dict[str, Shown] = {}
+        self.result_of: dict[str, Rec] = {}  # tool_call_id -> its result's record
         self.requests: dict[str, _Request] = {}
         self.last_user: str | None = None
         self.last_run: str | None = None
@@ -209,6 +213,8 @@ class _Stream:
                 self._user(n, line)
             elif kind == "system" and line.get("subtype") == "compact_boundary":
                 self._compact(n, line)
+            elif kind == "system" and line.get("subtype") == "microcompact_boundary":
+                self._microcompact(n, line)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             self.b.warn(f"{self.file_name} line {n}: unexpected {kind} line skipped ({err})")
 
@@ -350,6 +356,7 @@ class _Stream:
             )
             self.last_rec_ts = max(self.last_rec_ts, self.b.call_row(tid)["completed_at"])
             self.records.append(rec)
+            self.result_of[tid] = rec
             task = self.ctx.task_by_call.get(tid)
             if task is not None and isinstance(tur, dict) and tur.get("agentId"):
                 task.agent_id = str(tur["agentId"])
@@ -397,6 +404,43 @@ class _Stream:
         if self.agent_id is None:
             self.ctx.compactions.append((self.last_run, ts))
 
+    def _microcompact(self, n: int, line: dict[str, Any]) -> None:
+        """Claude Code cleared old tool results in place: from here on each listed result
+        is sent as a short placeholder. Our estimate of what that saved is set beside the
+        recorded ``tokensSaved``."""
+        ts = self._ts(line)
+        meta = line.get("microcompactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        ids = meta.get("compactedToolIds") if isinstance(meta.get("compactedToolIds"), list) else []
+        k = self.b.stats.get("microcompactions", 0) + 1
+        placeholder = self.b.count(CLEARED_PLACEHOLDER)
+        cleared = []
+        for use_id in ids:
+            tid = self.ctx.tool_ids.get(use_id) if isinstance(use_id, str) else None
+            rec = self.result_of.get(tid) if tid else None
+            if rec is None or rec.id in self.cleared:
+                continue
+            cleared.append(rec)
+        saved = sum(max(r.tokens - placeholder, 0) for r in cleared)
+        recorded = meta.get("tokensSaved")
+        detail = (
+            f"cleared by microcompaction #{k} at {ts.isoformat()} (trigger "
+            f"{meta.get('trigger', 'unknown')}; {len(cleared)} results; tokensSaved "
+            f"{recorded if recorded is not None else 'unknown'} recorded, {saved} estimated)"
+        )
+        for rec in cleared:
+            self.cleared[rec.id] = Shown("cleared", "microcompacted", detail,
+                                         min(placeholder, rec.tokens))
+        missing = len([i for i in ids if isinstance(i, str)]) - len(cleared)
+        if missing > 0:
+            self.b.warn(f"{self.file_name} line {n}: microcompaction lists {missing} tool results "
+                        "not in this transcript")
+        self.b.bump("microcompactions")
+        self.b.bump("microcompact_results", len(cleared))
+        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+            self.b.bump("microcompact_tokens_saved_recorded", int(recorded))
+        self.b.bump("microcompact_tokens_saved_estimated", saved)
+
     def _assemble(self, run_id: str, recorded: int | None) -> None:
         cut = self.boundaries[-1][0] if self.boundaries else 0
         omitted = []
@@ -409,8 +453,10 @@ class _Stream:
         tags = list(self.extra_tags)
         if self.boundaries:
             tags.append(f"after_compaction:{len(self.boundaries)}")
+        if self.cleared:
+            tags.append(f"microcompacted:{len(self.cleared)}")
         self.b.assembly(run_id, self.inherited + self.records[cut:], omitted, recorded,
-                        extra_tags=tags)
+                        extra_tags=tags, shown_as=self.cleared)
 
     def history_until(self, uuid: str) -> list[Rec] | None:
         """What a request made right after line ``uuid`` was sent: the records since the

@@ -129,3 +129,44 @@ def test_the_compaction_marker_is_not_listed_as_dropped_content(tmp_path: Path) 
                       "ON m.message_id = r.record_id WHERE r.reason_code = 'compacted'")
     assert dropped and all(label != "compact_boundary" for label, _ in dropped)
     assert ("compact summary", "Summary: the parser was fixed.") not in dropped
+
+
+def test_microcompaction_clears_the_listed_results_from_its_boundary_on(tmp_path: Path) -> None:
+    big = "line of a long file\n" * 200
+    lines = [
+        _line("user", "u0", None, 0, message={"role": "user", "content": "look at both"}),
+        _assistant("a1", "u0", 1, "r1", {"type": "tool_use", "id": "tu_big", "name": "Read",
+                                          "input": {"file_path": "/big.txt"}}),
+        _result("t1", "a1", 2, "tu_big", big),
+        _assistant("a2", "t1", 3, "r2", {"type": "tool_use", "id": "tu_small", "name": "Read",
+                                          "input": {"file_path": "/small.txt"}}),
+        _result("t2", "a2", 4, "tu_small", "tiny"),
+        _line("system", "mc", "t2", 5, subtype="microcompact_boundary", microcompactMetadata={
+            "trigger": "auto", "preTokens": 5000, "tokensSaved": 1234,
+            "compactedToolIds": ["tu_big"]}),
+        _assistant("a3", "mc", 6, "r3", {"type": "text", "text": "both read"}),
+    ]
+    db = _store(tmp_path, lines)
+    runs = [r for (r,) in sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at")]
+    rows = {aid: sql(db, "SELECT r.rendering, r.reason_code, r.tokens, r.detail FROM assembly_records r "
+                         "JOIN tool_artifacts a ON a.artifact_id = r.record_id "
+                         f"WHERE r.assembly_id = '{aid}' AND a.result_preview LIKE 'line of%'")
+            for aid in runs}
+    full_tokens = rows[runs[1]][0][2]
+    assert rows[runs[1]][0][:2] == ("verbatim", "in_window")  # before the boundary: in full
+    rendering, reason, tokens, detail = rows[runs[2]][0]  # after it: a placeholder
+    assert (rendering, reason) == ("cleared", "microcompacted")
+    assert tokens < 20 < full_tokens
+    assert "tokensSaved 1234 recorded" in detail and f"{full_tokens - tokens} estimated" in detail
+    # the small result was not listed: still sent in full
+    small = sql(db, "SELECT r.rendering FROM assembly_records r JOIN tool_artifacts a ON "
+                    f"a.artifact_id = r.record_id WHERE r.assembly_id = '{runs[2]}' "
+                    "AND a.result_preview = 'tiny'")
+    assert small == [("verbatim",)]
+    # the prompt as sent shows the placeholder, not the body
+    from ingest.contract import CLEARED_PLACEHOLDER
+    from ingest.store import Store
+    from replay.render import render_prompt
+    with Store.open(db) as store:
+        bodies = [p.body for p in render_prompt(store, runs[2])]
+    assert CLEARED_PLACEHOLDER in bodies and big not in bodies
