@@ -97,6 +97,15 @@ POLICY_KEYS = {
 
 
 OBSERVED = "observed"  # the policy_version of a runtime's recorded request (transcripts)
+
+# What each observed runtime does with the history, by the transcript format recorded in
+# assembler_version ("<format>-adapter/<n>"): said instead of a policy that does not exist.
+RUNTIME_RULES = {
+    "claude-code": "Claude Code sends the whole history since the last compaction",
+    "openai-chat": "an OpenAI chat client resends the whole conversation with every request",
+    "anthropic-messages": "the logged Messages API request carried these messages",
+    "gemini-cli": "Gemini CLI sends the whole session history with every request",
+}
 RAW_RENDERINGS = ("verbatim", "rehydrated_raw")
 
 
@@ -316,6 +325,23 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
     return _sentence(detail)
 
 
+def _observed(assembly: dict[str, Any], rec: dict[str, Any], name: str) -> str:
+    """A recorded runtime's request: the runtime's own rule, never a policy key."""
+    runtime = str(assembly.get("assembler_version") or "").split("-adapter/")[0]
+    rule = RUNTIME_RULES.get(runtime)
+    detail = _sentence(rec.get("detail") or "")
+    reason = rec.get("reason_code") or ""
+    if rec.get("decision") == "included":
+        if reason == "microcompacted":
+            return (f"Included {name} as {RENDERING_PHRASES['cleared']}: "
+                    f"{INCLUDED_PHRASES['microcompacted']}. {detail}").rstrip()
+        said = f"; {rule}" if rule else ""
+        return f"Included {name}: sent in the recorded request{said}. No policy to explain."
+    why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
+    return (f"Omitted {name}: not sent in the recorded request, because {why}. "
+            f"{detail} No policy to explain.").replace("  ", " ")
+
+
 def explain(
     assembly: dict[str, Any],
     rec: dict[str, Any],
@@ -338,10 +364,7 @@ def explain(
     name = f"{KIND_NAMES.get(kind, kind)} {rid}"
     policy = assembly.get("policy_version", "?")
     if policy == OBSERVED:
-        if rec.get("decision") == "included":
-            return f"Included {name}: sent in the recorded request; no policy to explain."
-        why = OMITTED_PHRASES.get(rec.get("reason_code") or "", (rec.get("reason_code") or "").replace("_", " "))
-        return f"Omitted {name}: not sent in the recorded request, because {why}; no policy to explain."
+        return _observed(assembly, rec, name)
     reason = rec.get("reason_code") or ""
     family = rec.get("policy_family") or ""
     broken_sources = [
