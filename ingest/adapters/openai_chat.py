@@ -16,7 +16,9 @@ each answer becoming a tool artifact. A call never answered stays ``pending``; a
 whose content starts with ``Error`` (or carries ``is_error: true``) marks the call failed,
 since the format has no error flag. ``system`` / ``developer`` messages are records of role
 system. Token counts are estimated, unless an assistant message carries
-``usage.prompt_tokens``.
+``usage.prompt_tokens``: its own, or (mini-swe-agent trajectories, ``trajectory_format``
+``mini-swe-agent-*``) the provider response it kept in ``extra.response``, whose ``model``
+and ``created`` also give the request's model and time.
 """
 
 from __future__ import annotations
@@ -79,12 +81,21 @@ def sniff(values: Any) -> str | None:
 def _model_of(holder: Any) -> str | None:
     if not isinstance(holder, dict):
         return None
-    for src in (holder, holder.get("info"), holder.get("config"), holder.get("metadata")):
+    info = holder.get("info") if isinstance(holder.get("info"), dict) else {}
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    for src in (holder, info, holder.get("config"), holder.get("metadata"), config.get("model")):
         if isinstance(src, dict):
             for k in ("model", "model_name", "model_id"):
                 if isinstance(src.get(k), str) and src[k]:
                     return src[k]
     return None
+
+
+def _response_of(m: dict[str, Any]) -> dict[str, Any]:
+    """The provider response an assistant message kept (mini-swe-agent: ``extra.response``)."""
+    extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
+    response = extra.get("response")
+    return response if isinstance(response, dict) else {}
 
 
 def _title(holder: Any, msgs: list[Any], fallback: str) -> str:
@@ -139,6 +150,10 @@ def _conversation(
         t = None
         if isinstance(m, dict):
             t = parse_ts(m.get("timestamp") or m.get("created_at") or m.get("created"))
+            created = parse_ts(_response_of(m).get("created")) if t is None else None
+            if created is not None:
+                # a response's creation time (whole seconds): never before what it answered
+                t = max(created, clock[0] + dt.timedelta(milliseconds=1))
         if t is None:
             t = clock[0] + dt.timedelta(seconds=1)
         clock[0] = max(clock[0], t)
@@ -204,10 +219,12 @@ def _one(
         records.append(rec)
         last_user = rec.id
     elif role == "assistant":
-        mdl = m.get("model") if isinstance(m.get("model"), str) else model
+        response = _response_of(m)
+        mdl = next((v for v in (m.get("model"), response.get("model")) if isinstance(v, str) and v),
+                   model)
         pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
         rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
-        usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+        usage = next((u for u in (m.get("usage"), response.get("usage")) if isinstance(u, dict)), {})
         recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
         ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
         recorded = int(recorded) if ok else None

@@ -243,3 +243,23 @@ def test_other_real_formats_are_refused_clearly() -> None:
             detect_format(path)
         for fmt in ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "export"):
             assert fmt in str(err.value)
+
+
+MINI = sorted((REALDATA / "mini-swe-agent").glob("*.traj.json")) if REALDATA.is_dir() else []
+
+
+@pytest.mark.parametrize("path", MINI, ids=lambda p: p.name)
+def test_mini_swe_agent_real(path: Path, tmp_path: Path) -> None:
+    """Each request's recorded input is the usage of the provider response the trajectory
+    kept (extra.response), with that response's model, in the file's order."""
+    raw = json.loads(path.read_text())
+    responses = [m["extra"]["response"] for m in raw["messages"]
+                 if m.get("role") == "assistant" and isinstance(m.get("extra"), dict)]
+    assert responses
+    db, res = _load(path, tmp_path)
+    assert res.format == "openai-chat"
+    rows = sql(db, "select a.assembled_tokens, a.tags, r.model from context_assemblies a "
+                   "join model_runs r on r.model_run_id = a.model_run_id order by a.assembled_at, a.assembly_id")
+    assert [t for t, _, _ in rows] == [r["usage"]["prompt_tokens"] for r in responses]
+    assert all("tokens:recorded" in tags for _, tags, _ in rows)
+    assert {m for _, _, m in rows} == {r["model"] for r in responses}
