@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .assembler import Assembly
     from .snapshot import Request, Snapshot
 
-__all__ = ["Bisection", "KeyChange", "State", "bisect", "record_state", "version_range"]
+__all__ = ["Bisection", "KeyChange", "State", "bisect", "hybrid", "record_state", "state_text",
+           "version_range"]
 
 State = tuple[str, "str | None", "str | None"]  # (decision, rendering, reason_code)
 
