@@ -31,16 +31,19 @@ if TYPE_CHECKING:
 def key_owners() -> list[tuple[str, Any]]:
     """(help section title, class with BINDINGS) for every screen and keyed widget, in the
     order the help lists them."""
+    from .screens.bisect import BisectScreen
     from .screens.diff import DiffScreen
     from .screens.replay import PolicyPicker
     from .screens.verify import VerifyScreen
-    from .widgets.record_panel import ProvenanceList
+    from .widgets.record_panel import ProvenanceList, RecordPanel
 
     return [
         ("Everywhere", ContextLensApp),
         ("Request list", RequestsScreen),
         ("Assembly", AssemblyScreen),
         ("Provenance chain (assembly screen)", ProvenanceList),
+        ("Record panel (assembly screen, p)", RecordPanel),
+        ("Bisect (record panel, b)", BisectScreen),
         ("Replay: policy picker (assembly screen, r)", PolicyPicker),
         ("Diff", DiffScreen),
         ("Verify (request list, V)", VerifyScreen),
@@ -184,6 +187,12 @@ class ContextLensApp(App[None]):
                 self.open_diff(assembly_id, choice.version, choice.against)
 
         self.push_screen(PolicyPicker(assembly_id, recorded_version), chosen)
+
+    def open_bisect(self, assembly_id: str, record_kind: str, record_id: str) -> None:
+        """Bisect one record of ``assembly_id`` across the policy versions, in a dialog."""
+        from .screens.bisect import BisectScreen
+
+        self.push_screen(BisectScreen(assembly_id, record_kind, record_id))
 
     def open_verify(self) -> None:
         from .screens.verify import VerifyScreen

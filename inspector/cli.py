@@ -369,6 +369,65 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
 
 
 @cli.command()
+@click.argument("assembly_id")
+@click.argument("record_id")
+@click.option("--good", default=None, metavar="V1",
+              help="The version to start from (default: the registry's first).")
+@click.option("--bad", default=None, metavar="V2",
+              help="The version whose state is the bad one (default: the recorded version).")
+@click.option("--kind", "record_kind", default=None, metavar="KIND",
+              help="The record's kind, when records of two kinds share the id.")
+@db_option
+@policies_option
+@json_option
+def bisect(assembly_id: str, record_id: str, good: str | None, bad: str | None,
+           record_kind: str | None, db: str | None, policies_dir: str | None,
+           as_json: bool) -> None:
+    """At which policy version RECORD_ID of ASSEMBLY_ID first takes its --bad state (its
+    decision, rendering and reason), and which policy key(s) changed to do it."""
+    with _Answers(db, policies_dir) as answers:
+        result = answers.bisect(assembly_id, record_id, good=good, bad=bad,
+                                record_kind=record_kind)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    _print_bisect(result)
+
+
+def _state_words(state: Any) -> str:
+    if state is None:
+        return "not a candidate"
+    if state["decision"] == "included":
+        return f"included as {vis(state['rendering'])} ({vis(state['reason_code'])})"
+    return f"{vis(state['decision'])} ({vis(state['reason_code'])})"
+
+
+def _value(value: Any) -> str:
+    return "(absent)" if value is None else vis(json.dumps(value, default=json_default))
+
+
+def _print_bisect(result: Any) -> None:
+    click.echo(f"bisect {vis(result.record_kind)} {vis(result.record_id)} of "
+               f"{vis(result.assembly_id)}, {vis(result.good)} .. {vis(result.bad)} "
+               "(registry order)")
+    for step in result.tried:
+        mark = "  <- first bad" if step["version"] == result.version else ""
+        click.echo(f"  {vis(step['version']):<8} {_state_words(step['state'])}{mark}")
+    click.echo(f"first bad version: {vis(result.version)} (after {vis(result.previous)})")
+    if result.first_seen != result.version:
+        click.echo(f"the state flips back and forth; chosen: {vis(result.rule)}")
+    how = "alone" if result.alone else "only together"
+    for k in result.keys:
+        click.echo(f"flipped by {vis(k['key'])}: {_value(k['before'])} -> {_value(k['after'])}"
+                   f" ({how})")
+    chosen = {k["key"] for k in result.keys}
+    others = [c for c in result.changed if c["key"] not in chosen]
+    if others:
+        click.echo("also changed, not flipping it alone: " + ", ".join(
+            f"{vis(c['key'])} {_value(c['before'])} -> {_value(c['after'])}" for c in others))
+
+
+@cli.command()
 @db_option
 @policies_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")

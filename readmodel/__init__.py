@@ -13,6 +13,7 @@ from .tokens import token_accounting
 from .records import record_content
 from .results import (
     AssemblyView,
+    BisectResult,
     ConversationView,
     DiffView,
     SafetyView,
@@ -33,6 +34,7 @@ __all__ = [
     "AssemblyVerdict",
     "AnswerCache",
     "AssemblyView",
+    "BisectResult",
     "ConversationView",
     "DiffView",
     "FieldDifference",

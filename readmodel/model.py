@@ -39,6 +39,7 @@ from .records import record_content
 from .tokens import token_accounting
 from .results import (
     AssemblyView,
+    BisectResult,
     ConversationView,
     DiffView,
     SafetyView,
@@ -370,6 +371,71 @@ class ReadModel:
                 reveal: bool = False) -> DiffView:
         """A ``replay.diff.Diff`` computed elsewhere (verify's drift) as a masked view."""
         return _diff_view(self.store, assembly_id, diff, a_spec, b_spec, Masker(reveal))
+
+    def bisect(self, assembly_id: str, record_id: str, good: str | None = None,
+               bad: str | None = None, record_kind: str | None = None) -> BisectResult:
+        """At which policy version ``record_id`` of ``assembly_id`` first takes the state it
+        has under ``bad`` (default: the request's recorded version), replaying the request
+        under every version from ``good`` (default: the registry's first) in registry
+        order, and which policy key(s) changed to do it (``replay.bisect``)."""
+        from replay.bisect import bisect as run_bisect
+        from replay.bisect import state_text
+        from replay.snapshot import load_snapshot, request_from_row
+
+        request = self.store.assembly(assembly_id)
+        decision = _recorded_decision(self.store, assembly_id, record_id, record_kind)
+        if decision is None:
+            what = f"{record_kind} '{record_id}'" if record_kind else f"record '{record_id}'"
+            raise NotFoundError(f"{what} is not in assembly '{assembly_id}'")
+        registry = self.registry
+        versions = registry.versions()
+        good = good if good is not None else versions[0]
+        if bad is None:
+            bad = request["policy_version"]
+            if bad not in versions:
+                raise ContextlensError(
+                    f"assembly '{assembly_id}' recorded policy version '{bad}', which is not in "
+                    f"the registry ({', '.join(versions)}): name one with --bad"
+                )
+        cid, export_id = request["conversation_id"], request["export_id"]
+        snapshot = self.replays.get(("snapshot", cid, export_id),
+                                    lambda: load_snapshot(self.store, cid, export_id))
+        req = request_from_row(request)
+
+        def replay_version(version: str) -> "Assembly":
+            # the reference assembler over the cached graph, shared with replayed()
+            from replay.assembler import get_assembler
+
+            return self.replays.get(
+                (assembly_id, version),
+                lambda: get_assembler("reference").assemble(snapshot, req, registry.get(version)),
+            )
+
+        out = run_bisect(snapshot, req, registry, decision["record_kind"], record_id, good, bad,
+                         replay_version=replay_version)
+
+        def state(s: Any) -> Mapping[str, Any] | None:
+            if s is None:
+                return None
+            return frozen_row({"decision": s[0], "rendering": s[1], "reason_code": s[2]})
+
+        rule = (f"the first version from which it stays {state_text(out.bad_state)} through "
+                f"{bad}")
+        if out.first_seen != out.version:
+            rule += (f"; it was {state_text(out.bad_state)} already under {out.first_seen} and "
+                     f"flipped back before {out.version}")
+        return BisectResult(
+            assembly_id=assembly_id, record_kind=out.record_kind, record_id=record_id,
+            good=good, bad=bad, good_state=state(out.good_state), bad_state=state(out.bad_state),
+            tried=tuple(frozen_row({"version": v, "state": state(s)}) for v, s in out.tried),
+            version=out.version, previous=out.previous,
+            keys=tuple(frozen_row({"key": k.key, "before": k.before, "after": k.after})
+                       for k in out.keys),
+            alone=out.alone,
+            changed=tuple(frozen_row({"key": c.key, "before": c.before, "after": c.after,
+                                      "flips_alone": c.flips_alone}) for c in out.changed),
+            first_seen=out.first_seen, rule=rule,
+        )
 
     # ------------------------------------------------------------------ whole store
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 __all__ = [
     "AssemblyView",
+    "BisectResult",
     "ConversationView",
     "DiffView",
     "SafetyView",
@@ -305,3 +306,53 @@ class ConversationView:
     assemblies: tuple[Mapping[str, Any], ...]
     compactions: tuple[Mapping[str, Any], ...]
     participants: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """At which policy version a record first takes its ``bad`` state, and which policy
+    key(s) changed to do it (``replay.bisect``). A state is the record's (decision,
+    rendering, reason_code), None when it is not a candidate. Holds ids, codes and policy
+    values only: nothing to mask."""
+
+    assembly_id: str
+    record_kind: str
+    record_id: str
+    good: str
+    bad: str
+    good_state: Mapping[str, Any] | None
+    bad_state: Mapping[str, Any] | None
+    tried: tuple[Mapping[str, Any], ...]  # version, state: every version from good to bad
+    version: str  # the first bad version
+    previous: str  # the version before it in registry order
+    keys: tuple[Mapping[str, Any], ...]  # key, before, after: the key(s) that flip it
+    alone: bool  # each of ``keys`` flips it alone (else only the set together)
+    changed: tuple[Mapping[str, Any], ...]  # key, before, after, flips_alone: every change
+    first_seen: str  # before ``version`` when the state flipped back and forth
+    rule: str  # how the first bad version was chosen, in one sentence
+
+    @property
+    def flipped_back(self) -> bool:
+        return self.first_seen != self.version
+
+    def to_json(self) -> dict[str, Any]:
+        def state(s: Mapping[str, Any] | None) -> dict[str, Any] | None:
+            return dict(s) if s is not None else None
+
+        return {
+            "assembly_id": self.assembly_id,
+            "record_kind": self.record_kind,
+            "record_id": self.record_id,
+            "good": self.good,
+            "bad": self.bad,
+            "good_state": state(self.good_state),
+            "bad_state": state(self.bad_state),
+            "version": self.version,
+            "previous": self.previous,
+            "keys": [dict(k) for k in self.keys],
+            "alone": self.alone,
+            "changed": [dict(c) for c in self.changed],
+            "tried": [{"version": t["version"], "state": state(t["state"])} for t in self.tried],
+            "first_seen": self.first_seen,
+            "rule": self.rule,
+        }

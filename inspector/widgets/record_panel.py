@@ -2,7 +2,8 @@
 
 The panel only displays a ``RecordDetail`` built by a worker of the assembly screen; the
 provenance chain is an ``OptionList`` the user walks with Enter (each link opens that
-record's panel) and Backspace (one step back).
+record's panel) and Backspace (one step back). ``b`` bisects the record shown across the
+policy versions (the app's bisect dialog).
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class ProvenanceList(OptionList):
 class RecordPanel(Horizontal):
     """Why-sentence, content and decision trace on the left; provenance on the right."""
 
+    BINDINGS = [
+        Binding("b", "bisect", "Bisect record"),
+    ]
+
     class LinkChosen(Message):
         """Enter on a provenance link: open that record's panel."""
 
@@ -90,6 +95,7 @@ class RecordPanel(Horizontal):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
         self._links: list[dict[str, Any]] = []
+        self.detail: RecordDetail | None = None  # the record shown, None for a message
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="record-detail"):
@@ -110,10 +116,12 @@ class RecordPanel(Horizontal):
         for name in ("#record-why", "#record-content", "#record-trace"):
             self.query_one(name, Static).update("")
         self._links = []
+        self.detail = None
         self.provenance_list.clear_options()
 
     def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]) -> None:
         """Display ``detail``; ``membership`` says which records are in this assembly."""
+        self.detail = detail
         place, place_style = decision_summary(detail.decision)
         title = Text()
         title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
@@ -191,6 +199,16 @@ class RecordPanel(Horizontal):
         if label and not link.get("self"):
             text.append("  " + one_line(label, 80), style="dim")
         return text
+
+    def action_bisect(self) -> None:
+        """Bisect the record shown, in this screen's assembly, with the defaults (the first
+        version to the recorded one); the dialog's worker replays, the UI does not wait."""
+        detail = self.detail
+        assembly_id = getattr(self.screen, "assembly_id", None)
+        if detail is None or assembly_id is None:
+            self.notify("Highlight a record to bisect it.", severity="warning")
+            return
+        self.app.open_bisect(assembly_id, detail.kind, detail.record_id)  # type: ignore[attr-defined]
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

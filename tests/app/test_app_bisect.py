@@ -1,0 +1,89 @@
+"""Pilot tests of bisect from the record panel (b), on the sample's v5 incident."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.pilot import run_async, screen_text, settle
+
+from inspector.app import ContextLensApp
+from inspector.screens.assembly import AssemblyScreen
+from inspector.screens.bisect import BisectScreen
+from inspector.screens.help import HelpScreen
+from inspector.widgets.record_panel import RecordPanel
+
+INCIDENT = "asm-035"  # recorded under v5
+CALENDAR = "mem-020"  # shown as current under v5, a stale marker under v4
+
+
+async def _panel_on(pilot, record_id: str) -> AssemblyScreen:
+    """The incident request open, ``record_id`` highlighted in the context table and the
+    record panel focused (p)."""
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, AssemblyScreen)
+    ids = screen._included["id"].to_pylist()
+    await pilot.press(*["down"] * ids.index(record_id))
+    await settle(pilot)
+    await pilot.press("p")
+    await settle(pilot)
+    panel = screen.query_one(RecordPanel)
+    assert panel.detail is not None and panel.detail.record_id == record_id
+    return screen
+
+
+@run_async
+async def test_b_bisects_the_record_in_the_panel(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await _panel_on(pilot, CALENDAR)
+        assert "Bisect record" in screen_text(app)  # the footer offers the key
+        await pilot.press("b")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, BisectScreen)
+        result = dialog.result
+        assert result is not None
+        assert (result.good, result.bad) == ("v1", "v5")  # the defaults
+        assert result.version == "v5"
+        assert [(k["key"], k["before"], k["after"]) for k in result.keys] == [
+            ("freshness.volatile", 6, 168)]
+        text = screen_text(app)
+        assert f"Bisect tool_memory {CALENDAR} of {INCIDENT}" in text
+        assert "first bad version v5" in text
+        assert "freshness.volatile  6 → 168" in text
+        assert "← first bad" in text
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+
+
+@run_async
+async def test_a_record_with_nothing_to_bisect_says_so(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
+    async with app.run_test(size=(140, 40)) as pilot:
+        # the build-log memory: durable, a compact memory under every version
+        await _panel_on(pilot, "mem-018")
+        await pilot.press("b")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, BisectScreen)
+        assert dialog.result is None
+        assert dialog.error is not None and dialog.error.startswith("nothing to bisect:")
+        assert "Cannot bisect: nothing to bisect" in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, AssemblyScreen)
+
+
+@run_async
+async def test_help_lists_the_bisect_key(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 60)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        help_keys = str(app.screen.query_one("#help-keys").render())
+        assert "Record panel (assembly screen, p)" in help_keys
+        assert "Bisect record" in help_keys
