@@ -6,7 +6,12 @@ A tag is ``name`` or ``name:value``. contextlens gives meaning to these:
 - ``tokens:recorded``: ``assembled_tokens`` is the input token count the runtime recorded
   (a transcript's usage), not an estimate;
 - ``unattributed_tokens:<n>``: of those recorded tokens, what the included records do not
-  explain (system prompt, tool schemas, estimator error).
+  explain (system prompt, tool schemas, estimator error), split into
+  ``fixed_overhead_tokens:<n>`` (what the first request of its chain left unexplained: sent
+  with every request) and ``estimator_residual_tokens:<n>`` (the rest);
+- ``tokens:calibrated:x<factor>/<n>pairs``: the transcript's estimates were scaled by the
+  factor fitted on n pairs of consecutive requests (``ingest/adapters/calibration.py``);
+  ``tokens:uncalibrated``: too little recorded growth to fit one.
 
 Other tags are the producer's own and are shown as they are.
 """
@@ -16,7 +21,13 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 __all__ = [
+    "CALIBRATION",
+    "ESTIMATOR_RESIDUAL_TOKENS",
+    "FIXED_OVERHEAD_TOKENS",
     "SCENARIO",
+    "TOKENS_UNCALIBRATED",
+    "calibration",
+    "int_tag",
     "TOKENS_RECORDED",
     "UNATTRIBUTED_TOKENS",
     "recorded_tokens",
@@ -26,6 +37,10 @@ __all__ = [
 ]
 
 SCENARIO = "scenario"
+CALIBRATION = "tokens:calibrated"
+TOKENS_UNCALIBRATED = "tokens:uncalibrated"
+FIXED_OVERHEAD_TOKENS = "fixed_overhead_tokens"
+ESTIMATOR_RESIDUAL_TOKENS = "estimator_residual_tokens"
 TOKENS_RECORDED = "tokens:recorded"
 UNATTRIBUTED_TOKENS = "unattributed_tokens"
 
@@ -49,12 +64,27 @@ def recorded_tokens(tags: Iterable[Any] | None) -> bool:
     return TOKENS_RECORDED in list(tags or ())
 
 
-def unattributed_tokens(tags: Iterable[Any] | None) -> int | None:
-    """The ``unattributed_tokens:<n>`` value, None when absent or not an integer."""
-    value = tag_value(tags, UNATTRIBUTED_TOKENS)
+def int_tag(tags: Iterable[Any] | None, name: str) -> int | None:
+    """The integer value of the ``name:<n>`` tag, None when absent or not an integer."""
+    value = tag_value(tags, name)
     if value is None:
         return None
     try:
         return int(value)
     except ValueError:
         return None
+
+
+def unattributed_tokens(tags: Iterable[Any] | None) -> int | None:
+    """The ``unattributed_tokens:<n>`` value, None when absent or not an integer."""
+    return int_tag(tags, UNATTRIBUTED_TOKENS)
+
+
+def calibration(tags: Iterable[Any] | None) -> str | None:
+    """How the estimates were made: ``x1.87 fitted on 150 request pairs``, ``not
+    calibrated`` (too little recorded growth), or None (no such tag)."""
+    value = tag_value(tags, CALIBRATION)
+    if value is not None:
+        factor, _, pairs = value.partition("/")
+        return f"{factor} fitted on {pairs.removesuffix('pairs')} request pairs"
+    return "not calibrated" if TOKENS_UNCALIBRATED in list(tags or ()) else None

@@ -248,11 +248,7 @@ def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
         f" (history replay would send {tokens.baseline_tokens})  tags {vis(assembly.get('tags'))}"
     )
     if tokens.recorded:
-        click.echo(
-            f"recorded input {tokens.assembled_tokens} tokens; the included records"
-            f" explain {tokens.included_estimate}, unattributed {tokens.unattributed}"
-            " (system prompt, tool schemas, estimator error)"
-        )
+        click.echo(f"recorded input {tokens.assembled_tokens:,} tokens; {tokens.unattributed_sentence()}")
     click.echo(f"\nincluded ({len(included)}), in prompt order:")
     print_table(included, RECORD_FIELDS_INCLUDED + ["label"])
     click.echo(f"\nomitted ({len(omitted)}):")

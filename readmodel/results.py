@@ -60,7 +60,10 @@ class TokenAccounting:
     ``assembled_tokens`` is what the request sent (recorded by the runtime when
     ``recorded``); ``included_estimate`` is the sum of the included records' tokens;
     ``unattributed`` is what the records do not explain (system prompt, tool schemas,
-    estimator error), only for recorded counts; ``by_kind`` and ``omitted_tokens`` give the
+    estimator error), only for recorded counts, split (transcripts) into ``fixed_overhead``
+    (what the first request of its chain left unexplained: system prompt, tool schemas)
+    and ``estimator_residual`` (the rest); ``calibration`` says how the estimates were made
+    (``ingest/adapters/calibration.py``); ``by_kind`` and ``omitted_tokens`` give the
     shape of the prompt."""
 
     recorded: bool
@@ -71,6 +74,21 @@ class TokenAccounting:
     omitted_tokens: int
     unattributed: int | None
     by_kind: Mapping[str, int] = field(default_factory=dict)
+    fixed_overhead: int | None = None
+    estimator_residual: int | None = None
+    calibration: str | None = None
+
+    def unattributed_sentence(self) -> str:
+        """What the records explain of a recorded count and what they do not, as words."""
+        told = f"the included records explain {self.included_estimate:,}"
+        if self.calibration:
+            told += f" (estimates {self.calibration})"
+        if self.fixed_overhead is None or self.estimator_residual is None:
+            return (f"{told}; unattributed {self.unattributed:,} "
+                    "(system prompt, tool schemas, estimator error)")
+        return (f"{told}; unattributed {self.unattributed:,}: fixed overhead "
+                f"{self.fixed_overhead:,} (system prompt, tool schemas: what the first request "
+                f"left unexplained) and estimator residual {self.estimator_residual:,}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +99,9 @@ class TokenAccounting:
             "included_estimate": self.included_estimate,
             "omitted_tokens": self.omitted_tokens,
             "unattributed_tokens": self.unattributed,
+            "fixed_overhead_tokens": self.fixed_overhead,
+            "estimator_residual_tokens": self.estimator_residual,
+            "calibration": self.calibration,
             "by_kind": dict(self.by_kind),
         }
 

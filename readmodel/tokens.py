@@ -7,7 +7,14 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.tags import recorded_tokens, unattributed_tokens
+from ingest.tags import (
+    ESTIMATOR_RESIDUAL_TOKENS,
+    FIXED_OVERHEAD_TOKENS,
+    calibration,
+    int_tag,
+    recorded_tokens,
+    unattributed_tokens,
+)
 
 from .results import TokenAccounting
 
@@ -41,4 +48,7 @@ def token_accounting(row: Mapping[str, Any], records: pa.Table) -> TokenAccounti
         omitted_tokens=int(pc.sum(omitted["tokens"]).as_py() or 0),
         unattributed=unattributed,
         by_kind=dict(sorted(by_kind.items())),
+        fixed_overhead=int_tag(tags, FIXED_OVERHEAD_TOKENS) if recorded else None,
+        estimator_residual=int_tag(tags, ESTIMATOR_RESIDUAL_TOKENS) if recorded else None,
+        calibration=calibration(tags),
     )

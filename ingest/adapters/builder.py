@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from ..contract import selection_hash
 from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
 from ..writer import ExportWriter
+from .calibration import calibrate
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from .common import (
     DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
@@ -517,6 +518,10 @@ class Builder:
 
     # -- output
     def write(self, out_dir: Path) -> AdaptResult:
+        cal = calibrate(self.rows, self.unattributed)
+        if cal.fitted:
+            self.stats["token_calibration_pairs"] = cal.pairs
+            self.stats["token_calibration_x100"] = int(round(cal.factor * 100))
         created = self.first_time or EPOCH
         with ExportWriter(
             out_dir,

@@ -170,3 +170,44 @@ def test_microcompaction_clears_the_listed_results_from_its_boundary_on(tmp_path
     with Store.open(db) as store:
         bodies = [p.body for p in render_prompt(store, runs[2])]
     assert CLEARED_PLACEHOLDER in bodies and big not in bodies
+
+
+def test_token_estimates_are_calibrated_on_the_recorded_growth(tmp_path: Path) -> None:
+    """The runtime counts twice what bytes/4 estimates: fitted on the requests' recorded
+    growth, the records' counts double and what is left unexplained is the fixed overhead
+    (the first request's), not a gap growing with the conversation."""
+    def est(text: str) -> int:
+        return -(-len(text.encode()) // 4)
+
+    overhead, sent, lines, parent = 3000, 0, [], None
+    for i in range(6):
+        ask = f"question {i}: " + "please look at this part of the code " * (i + 3)
+        answer = f"answer {i}: " + "here is what the code does " * (i + 5)
+        lines.append(_line("user", f"u{i}", parent, 2 * i, message={"role": "user", "content": ask}))
+        sent += est(ask)
+        lines.append(_line("assistant", f"a{i}", f"u{i}", 2 * i + 1, requestId=f"r{i}", message={
+            "id": f"m{i}", "model": "claude-sonnet-4-5", "role": "assistant",
+            "content": [{"type": "text", "text": answer}],
+            "usage": {"input_tokens": overhead + 2 * sent, "output_tokens": 5}}))
+        sent += est(answer)
+        parent = f"a{i}"
+    db = _store(tmp_path, lines)
+    rows = sql(db, "SELECT assembly_id, tags FROM context_assemblies ORDER BY assembled_at")
+    for aid, tags in rows:
+        assert "tokens:calibrated:x2.00/5pairs" in tags
+        assert f"fixed_overhead_tokens:{overhead}" in tags
+        assert "estimator_residual_tokens:0" in tags and f"unattributed_tokens:{overhead}" in tags
+    # every count of the transcript is scaled the same way: the store agrees with itself
+    assert sql(db, "SELECT count(*) FROM assembly_records r JOIN messages m ON m.message_id = "
+                   "r.record_id WHERE r.tokens <> m.content_tokens") == [(0,)]
+    first_ask = sql(db, "SELECT content, content_tokens FROM messages WHERE role = 'user' "
+                        "ORDER BY created_at LIMIT 1")[0]
+    assert first_ask[1] == 2 * est(first_ask[0])
+
+
+def test_too_little_growth_leaves_the_estimates_and_says_so(tmp_path: Path) -> None:
+    lines = [_line("user", "u0", None, 0, message={"role": "user", "content": "hi"}),
+             _assistant("a0", "u0", 1, "r0", {"type": "text", "text": "hello"})]
+    db = _store(tmp_path, lines)
+    (tags,) = sql(db, "SELECT tags FROM context_assemblies")[0]
+    assert "tokens:uncalibrated" in tags and "fixed_overhead_tokens:" + str(100 - 1) in tags

@@ -1,0 +1,150 @@
+"""Token counts calibrated on what the runtime recorded: the one home of that rule.
+
+A transcript records each request's real input size (its usage) but not the size of each
+part, so the adapters estimate the parts (``tokens.py``). For a model whose tokenizer is
+not public the estimate can be far off (Claude's tokens run about 1.9x the default
+bytes/4 estimate), and the gap would grow with the conversation and be reported as
+"unattributed". The recording itself tells how far off: between two consecutive requests of
+one chain where the history only grew, the recorded input grew by the real size of what
+was added, and the estimate grew by its estimated size. Their ratio over every such pair,
+
+    factor = sum(recorded growth) / sum(estimated growth),
+
+scales every estimated count of the transcript (records, baseline, estimated requests).
+What the records still do not explain is then split, per chain (one agent or subagent of
+one conversation), into
+
+- the **fixed overhead**: the first recorded request's unexplained tokens (system prompt,
+  tool schemas, injected context: sent with every request), and
+- the **estimator residual**: the rest, which a perfect count would make zero.
+
+Both go into each recorded request's tags, with the factor and the number of request pairs
+it was fitted on (``tokens:calibrated`` tags), so every screen can say how the numbers were
+made. Too little growth to fit (fewer than MIN_PAIRS pairs or MIN_GROWTH estimated tokens)
+leaves the estimate as it is (factor 1, tag ``tokens:uncalibrated``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..tags import (
+    CALIBRATION,
+    ESTIMATOR_RESIDUAL_TOKENS,
+    FIXED_OVERHEAD_TOKENS,
+    TOKENS_RECORDED,
+    TOKENS_UNCALIBRATED,
+    UNATTRIBUTED_TOKENS,
+    tag,
+)
+
+__all__ = ["Calibration", "calibrate"]
+
+MIN_PAIRS = 3
+MIN_GROWTH = 500  # estimated tokens added over all pairs
+FACTOR_RANGE = (0.25, 8.0)  # outside it the pairs are not measuring the estimator
+_TOKEN_COLUMNS = {
+    "messages": "content_tokens",
+    "tool_artifacts": "content_tokens",
+    "tool_memories": "content_tokens",
+    "skill_states": "content_tokens",
+    "checkpoints": "content_tokens",
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    factor: float  # 1.0 when not fitted
+    pairs: int  # request pairs it was fitted on (0 when not fitted)
+
+    @property
+    def fitted(self) -> bool:
+        return self.pairs > 0
+
+
+def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int]) -> Calibration:
+    """Fit the factor on the recorded requests of ``rows`` (a Builder's rows), scale every
+    estimated token count by it, and split each recorded request's unexplained tokens into
+    fixed overhead and estimator residual (tags). ``unattributed`` (assembly id -> tokens)
+    is updated in place."""
+    assemblies = rows.get("context_assemblies", [])
+    by_assembly: dict[str, list[dict[str, Any]]] = {}
+    for r in rows.get("assembly_records", []):
+        by_assembly.setdefault(r["assembly_id"], []).append(r)
+    chains: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for a in assemblies:
+        if TOKENS_RECORDED in a["tags"]:
+            chains.setdefault((a["conversation_id"], a["participant_id"]), []).append(a)
+    for chain in chains.values():
+        chain.sort(key=lambda a: (a["assembled_at"], a["assembly_id"]))
+
+    grown = added = pairs = 0
+    for chain in chains.values():
+        for a, b in zip(chain, chain[1:]):
+            before, after = _sent(by_assembly.get(a["assembly_id"], [])), _sent(by_assembly.get(b["assembly_id"], []))
+            if not before or not before <= after:
+                continue  # something was dropped or cleared: not pure growth
+            recorded = b["assembled_tokens"] - a["assembled_tokens"]
+            estimated = _included(by_assembly.get(b["assembly_id"], [])) - _included(by_assembly.get(a["assembly_id"], []))
+            if recorded > 0 and estimated > 0:
+                grown += recorded
+                added += estimated
+                pairs += 1
+    cal = Calibration(1.0, 0)
+    if pairs >= MIN_PAIRS and added >= MIN_GROWTH:
+        factor = grown / added
+        if FACTOR_RANGE[0] <= factor <= FACTOR_RANGE[1]:
+            cal = Calibration(factor, pairs)
+    if cal.fitted:
+        _scale(rows, by_assembly, cal.factor)
+    _split(chains, by_assembly, cal, unattributed)
+    return cal
+
+
+def _sent(records: list[dict[str, Any]]) -> set[tuple[str, str, str | None]]:
+    return {(r["record_kind"], r["record_id"], r["rendering"]) for r in records
+            if r["decision"] == "included"}
+
+
+def _included(records: list[dict[str, Any]]) -> int:
+    return sum(int(r["tokens"]) for r in records if r["decision"] == "included")
+
+
+def _scale(rows: dict[str, list[dict[str, Any]]], by_assembly: dict[str, list[dict[str, Any]]],
+           factor: float) -> None:
+    def scaled(n: Any) -> int:
+        return int(round(int(n or 0) * factor))
+
+    for table, column in _TOKEN_COLUMNS.items():
+        for r in rows.get(table, []):
+            if r.get(column) is not None:
+                r[column] = scaled(r[column])
+    for r in rows.get("assembly_records", []):
+        r["tokens"] = scaled(r["tokens"])
+    for a in rows.get("context_assemblies", []):
+        records = by_assembly.get(a["assembly_id"], [])
+        if TOKENS_RECORDED not in a["tags"]:
+            # an estimated request: its records and its estimated overhead, all estimates
+            a["assembled_tokens"] = scaled(a["assembled_tokens"])
+        a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + max(
+            a["assembled_tokens"] - _included(records), 0)
+
+
+def _split(chains: dict[tuple[Any, Any], list[dict[str, Any]]],
+           by_assembly: dict[str, list[dict[str, Any]]], cal: Calibration,
+           unattributed: dict[str, int]) -> None:
+    how = (tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted
+           else TOKENS_UNCALIBRATED)
+    for chain in chains.values():
+        overhead: int | None = None
+        for a in chain:
+            records = by_assembly.get(a["assembly_id"], [])
+            left = a["assembled_tokens"] - _included(records)
+            if overhead is None:
+                overhead = max(left, 0)
+            keep = [t for t in a["tags"] if not t.startswith((UNATTRIBUTED_TOKENS + ":",))]
+            a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), tag(FIXED_OVERHEAD_TOKENS, overhead),
+                                tag(ESTIMATOR_RESIDUAL_TOKENS, left - overhead), how]
+            a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + overhead
+            unattributed[a["assembly_id"]] = left
