@@ -11,7 +11,8 @@ A tag is ``name`` or ``name:value``. contextlens gives meaning to these:
   with every request) and ``estimator_residual_tokens:<n>`` (the rest);
 - ``tokens:calibrated:x<factor>/<n>pairs``: the transcript's estimates were scaled by the
   factor fitted on n pairs of consecutive requests (``ingest/adapters/calibration.py``);
-  ``tokens:uncalibrated``: too little recorded growth to fit one.
+  ``tokens:uncalibrated``: too little recorded growth to fit one; ``tokens:exact:<encoding>``:
+  counted with the model's own tokenizer (OpenAI models).
 
 Other tags are the producer's own and are shown as they are.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "ESTIMATOR_RESIDUAL_TOKENS",
     "FIXED_OVERHEAD_TOKENS",
     "SCENARIO",
+    "TOKENS_EXACT",
     "TOKENS_UNCALIBRATED",
     "calibration",
     "int_tag",
@@ -39,6 +41,7 @@ __all__ = [
 SCENARIO = "scenario"
 CALIBRATION = "tokens:calibrated"
 TOKENS_UNCALIBRATED = "tokens:uncalibrated"
+TOKENS_EXACT = "tokens:exact"
 FIXED_OVERHEAD_TOKENS = "fixed_overhead_tokens"
 ESTIMATOR_RESIDUAL_TOKENS = "estimator_residual_tokens"
 TOKENS_RECORDED = "tokens:recorded"
@@ -87,4 +90,7 @@ def calibration(tags: Iterable[Any] | None) -> str | None:
     if value is not None:
         factor, _, pairs = value.partition("/")
         return f"{factor} fitted on {pairs.removesuffix('pairs')} request pairs"
+    exact = tag_value(tags, TOKENS_EXACT)
+    if exact is not None:
+        return f"counted with {exact}, the model's tokenizer"
     return "not calibrated" if TOKENS_UNCALIBRATED in list(tags or ()) else None

@@ -21,7 +21,7 @@ from ..contract import selection_hash
 from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
 from ..writer import ExportWriter
 from .calibration import calibrate
-from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from .tokens import DEFAULT_ESTIMATOR, TiktokenEstimator, TokenEstimator
 from .common import (
     DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
     human_size, short_hash,
@@ -101,6 +101,14 @@ class Builder:
         self._calls: dict[str, dict[str, Any]] = {}
         self._runs: dict[str, dict[str, Any]] = {}
         self.first_time: dt.datetime | None = None
+        self.exact_encoding: str | None = None  # set when counts come from the model's tokenizer
+
+    def use_exact(self, estimator: TiktokenEstimator | None) -> None:
+        """Count with the model's own tokenizer (before anything is counted); None keeps
+        the estimate, to be calibrated on the recording."""
+        if estimator is not None:
+            self.estimator = estimator
+            self.exact_encoding = estimator.name
 
     # -- helpers
     def count(self, text: str) -> int:
@@ -518,7 +526,7 @@ class Builder:
 
     # -- output
     def write(self, out_dir: Path) -> AdaptResult:
-        cal = calibrate(self.rows, self.unattributed)
+        cal = calibrate(self.rows, self.unattributed, self.exact_encoding)
         if cal.fitted:
             self.stats["token_calibration_pairs"] = cal.pairs
             self.stats["token_calibration_x100"] = int(round(cal.factor * 100))

@@ -21,7 +21,9 @@ one conversation), into
 Both go into each recorded request's tags, with the factor and the number of request pairs
 it was fitted on (``tokens:calibrated`` tags), so every screen can say how the numbers were
 made. Too little growth to fit (fewer than MIN_PAIRS pairs or MIN_GROWTH estimated tokens)
-leaves the estimate as it is (factor 1, tag ``tokens:uncalibrated``).
+leaves the estimate as it is (factor 1, tag ``tokens:uncalibrated``). Counts made with the
+model's own tokenizer (``tokens.exact_estimator``: OpenAI models) are not scaled (tag
+``tokens:exact:<encoding>``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..tags import (
     CALIBRATION,
     ESTIMATOR_RESIDUAL_TOKENS,
     FIXED_OVERHEAD_TOKENS,
+    TOKENS_EXACT,
     TOKENS_RECORDED,
     TOKENS_UNCALIBRATED,
     UNATTRIBUTED_TOKENS,
@@ -63,11 +66,13 @@ class Calibration:
         return self.pairs > 0
 
 
-def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int]) -> Calibration:
+def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int],
+              exact: str | None = None) -> Calibration:
     """Fit the factor on the recorded requests of ``rows`` (a Builder's rows), scale every
     estimated token count by it, and split each recorded request's unexplained tokens into
     fixed overhead and estimator residual (tags). ``unattributed`` (assembly id -> tokens)
-    is updated in place."""
+    is updated in place. ``exact`` names the model's tokenizer when the counts came from it:
+    nothing is fitted or scaled then, only split."""
     assemblies = rows.get("context_assemblies", [])
     by_assembly: dict[str, list[dict[str, Any]]] = {}
     for r in rows.get("assembly_records", []):
@@ -92,13 +97,17 @@ def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int
                 added += estimated
                 pairs += 1
     cal = Calibration(1.0, 0)
+    if exact is not None:
+        _split(assemblies, chains, by_assembly, unattributed, tag(TOKENS_EXACT, exact))
+        return cal
     if pairs >= MIN_PAIRS and added >= MIN_GROWTH:
         factor = grown / added
         if FACTOR_RANGE[0] <= factor <= FACTOR_RANGE[1]:
             cal = Calibration(factor, pairs)
     if cal.fitted:
         _scale(rows, by_assembly, cal.factor)
-    _split(chains, by_assembly, cal, unattributed)
+    _split(assemblies, chains, by_assembly, unattributed,
+           tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted else TOKENS_UNCALIBRATED)
     return cal
 
 
@@ -131,11 +140,14 @@ def _scale(rows: dict[str, list[dict[str, Any]]], by_assembly: dict[str, list[di
             a["assembled_tokens"] - _included(records), 0)
 
 
-def _split(chains: dict[tuple[Any, Any], list[dict[str, Any]]],
-           by_assembly: dict[str, list[dict[str, Any]]], cal: Calibration,
-           unattributed: dict[str, int]) -> None:
-    how = (tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted
-           else TOKENS_UNCALIBRATED)
+def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[dict[str, Any]]],
+           by_assembly: dict[str, list[dict[str, Any]]], unattributed: dict[str, int],
+           how: str) -> None:
+    """Tag every request with how its counts were made, and split each recorded one's
+    unexplained tokens into its chain's fixed overhead and the estimator residual."""
+    for a in assemblies:
+        if TOKENS_RECORDED not in a["tags"]:
+            a["tags"] = a["tags"] + [how]
     for chain in chains.values():
         overhead: int | None = None
         for a in chain:
@@ -143,7 +155,7 @@ def _split(chains: dict[tuple[Any, Any], list[dict[str, Any]]],
             left = a["assembled_tokens"] - _included(records)
             if overhead is None:
                 overhead = max(left, 0)
-            keep = [t for t in a["tags"] if not t.startswith((UNATTRIBUTED_TOKENS + ":",))]
+            keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
             a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), tag(FIXED_OVERHEAD_TOKENS, overhead),
                                 tag(ESTIMATOR_RESIDUAL_TOKENS, left - overhead), how]
             a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + overhead

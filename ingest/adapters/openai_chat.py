@@ -32,7 +32,7 @@ from .builder import AdaptResult, Builder, Placement, Rec
 from .common import EPOCH, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
-from .tokens import TokenEstimator
+from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "openai-chat"
 HOLDERS = ("messages", "traj", "history", "conversation")
@@ -83,12 +83,33 @@ def _model_of(holder: Any) -> str | None:
         return None
     info = holder.get("info") if isinstance(holder.get("info"), dict) else {}
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    for src in (holder, info, holder.get("config"), holder.get("metadata"), config.get("model")):
+    replay = holder.get("replay_config")  # SWE-agent: its run configuration, as JSON text
+    if isinstance(replay, str):
+        try:
+            replay = json.loads(replay)
+        except ValueError:
+            replay = None
+    agent = replay.get("agent") if isinstance(replay, dict) and isinstance(replay.get("agent"), dict) else {}
+    for src in (holder, info, holder.get("config"), holder.get("metadata"), config.get("model"),
+                agent.get("model")):
         if isinstance(src, dict):
-            for k in ("model", "model_name", "model_id"):
+            for k in ("model", "model_name", "model_id", "name"):
                 if isinstance(src.get(k), str) and src[k]:
                     return src[k]
     return None
+
+
+def _models(convs: list[tuple[Any, list[Any], str]]) -> list[str | None]:
+    """Every model a request of these conversations was made with (None: not named)."""
+    out: list[str | None] = []
+    for holder, msgs, _ in convs:
+        default = _model_of(holder)
+        for m in msgs:
+            if _is_message(m) and m["role"] == "assistant":
+                named = next((v for v in (m.get("model"), _response_of(m).get("model"))
+                              if isinstance(v, str) and v), None)
+                out.append(named or default)
+    return out
 
 
 def _response_of(m: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +155,9 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
     convs = _conversations(values)
     if line_of is not None and convs and convs[0][2] != "document":
         convs = [(h, m, f"line {line_of[int(w.split()[1])]}") for h, m, w in convs]
+    if estimator is None or estimator is DEFAULT_ESTIMATOR:
+        # an OpenAI model's own tokenizer counts exactly; others are calibrated on the recording
+        b.use_exact(exact_estimator(_models(convs)))
     clock = [EPOCH]
     for holder, msgs, where in convs:
         _conversation(b, path, holder, msgs, where, clock)

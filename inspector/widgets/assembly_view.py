@@ -18,9 +18,10 @@ __all__ = ["record_detail", "recorded_tokens_line", "records_display"]
 
 
 def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
-    """``recorded N tok · records explain E · unattributed U (system prompt, tool schemas)``
-    for a request whose token count was recorded by its runtime; None otherwise (or while
-    the records are not loaded yet)."""
+    """``recorded N tok · records explain E · unattributed U = overhead O + residual R``
+    for a request whose token count was recorded by its runtime (``(system prompt, tool
+    schemas)`` when the split is not known); None otherwise (or while the records are not
+    loaded yet)."""
     if tokens is None or not tokens.recorded:
         return None
     line = Text()
@@ -29,7 +30,14 @@ def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
     line.append(f"{tokens.included_estimate:,}")
     if tokens.unattributed is not None:
         line.append(f" · unattributed {tokens.unattributed:,}", style="bold yellow")
-        line.append(" (system prompt, tool schemas)", style="dim")
+        if tokens.fixed_overhead is None or tokens.estimator_residual is None:
+            line.append(" (system prompt, tool schemas)", style="dim")
+        else:
+            line.append(f" = fixed overhead {tokens.fixed_overhead:,}", style="dim")
+            line.append(" (system prompt, tool schemas)", style="dim")
+            line.append(f" + estimator residual {tokens.estimator_residual:,}", style="dim")
+    if tokens.calibration:
+        line.append(f" · estimates {tokens.calibration}", style="dim")
     return line
 
 

@@ -236,9 +236,10 @@ async def test_recorded_tokens_beside_the_estimate(cc_db: Path) -> None:
     unattributed = int(tag.split(":", 1)[1])
     recorded = assembly["assembled_tokens"]
     assert unattributed == recorded - explained  # the adapter's definition, via the store
+    overhead = int(next(t for t in assembly["tags"] if t.startswith("fixed_overhead_tokens:")).split(":")[1])
     expected = (
         f"recorded {recorded:,} tok · records explain {explained:,} · "
-        f"unattributed {unattributed:,} (system prompt, tool schemas)"
+        f"unattributed {unattributed:,} = fixed overhead {overhead:,}"
     )
     app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
     async with app.run_test(size=(160, 40)) as pilot:
@@ -293,6 +294,14 @@ def test_recorded_line_only_for_recorded_assemblies() -> None:
     line = recorded_tokens_line(
         _accounting(["tokens:recorded", "unattributed_tokens:[b]x"], 10, 4))
     assert line is not None and "unattributed 6 " in line.plain
+    # a calibrated transcript: the unexplained part split, and how the estimates were made
+    line = recorded_tokens_line(_accounting(
+        ["tokens:recorded", "unattributed_tokens:900", "fixed_overhead_tokens:800",
+         "estimator_residual_tokens:100", "tokens:calibrated:x1.43/12pairs"], 1100, 200))
+    assert line is not None and line.plain == (
+        "recorded 1,100 tok · records explain 200 · unattributed 900 = fixed overhead 800 "
+        "(system prompt, tool schemas) + estimator residual 100 · estimates x1.43 fitted on "
+        "12 request pairs")
 
 
 @run_async

@@ -211,3 +211,17 @@ def test_too_little_growth_leaves_the_estimates_and_says_so(tmp_path: Path) -> N
     db = _store(tmp_path, lines)
     (tags,) = sql(db, "SELECT tags FROM context_assemblies")[0]
     assert "tokens:uncalibrated" in tags and "fixed_overhead_tokens:" + str(100 - 1) in tags
+
+
+def test_openai_models_are_counted_with_their_own_tokenizer_offline() -> None:
+    from ingest.adapters.tokens import exact_estimator, public_encoding
+
+    assert public_encoding("gpt-4o") == "o200k_base" and public_encoding("gpt-4") == "cl100k_base"
+    assert public_encoding("claude-sonnet-4-5") is None and public_encoding(None) is None
+    o200k, cl100k = exact_estimator(["gpt-4o", "openai/gpt-4o-mini"]), exact_estimator(["gpt-4"])
+    assert o200k is not None and cl100k is not None
+    # OpenAI's published token ids: the real encodings, read without a network
+    assert o200k.encoding.encode("hello world") == [24912, 2375]
+    assert cl100k.encoding.encode("hello world") == [15339, 1917]
+    assert exact_estimator(["gpt-4o", "gpt-4"]) is None  # two tokenizers: no single count
+    assert exact_estimator(["gpt-4o", None]) is None

@@ -11,11 +11,13 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import pytest
 from support.sql import sql
 
+from ingest.adapters.tokens import exact_estimator
 from ingest.adapters import adapt, detect_format
 from ingest.store import Store, ingest
 
@@ -189,7 +191,7 @@ def _text(content) -> str:
     return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
 
 
-def _openai_expected(path: Path) -> dict:
+def _openai_expected(path: Path, est: Callable[[str], int]) -> dict:
     raw = json.loads(path.read_text())
     convs = [e.get("traj") or e.get("messages") for e in raw] if isinstance(raw, list) else [raw.get("history") or raw.get("messages")]
     requests, tokens, calls, failed, parallel, pending = 0, [], 0, 0, 0, 0
@@ -203,11 +205,11 @@ def _openai_expected(path: Path) -> dict:
             tcs = m.get("tool_calls") or []
             calls += len(tcs)
             parallel += len(tcs) >= 2
-            running += _est(_text(m.get("content")))
+            running += est(_text(m.get("content")))
             for tc in tcs:
                 ids.add(tc["id"])
                 args = tc["function"]["arguments"]
-                running += _est(tc["function"]["name"] + " " + args)
+                running += est(tc["function"]["name"] + " " + args)
             if m["role"] == "tool":
                 answered = [m["tool_call_id"]] if m.get("tool_call_id") else m.get("tool_call_ids", [])
                 ids -= set(answered)
@@ -220,7 +222,9 @@ def _openai_expected(path: Path) -> dict:
 @pytest.mark.parametrize("path", OPENAI, ids=lambda p: p.name)
 def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
     assert detect_format(path) == "openai-chat"
-    exp = _openai_expected(path)
+    # SWE-agent names its model (gpt-4o) in replay_config: counted with its own tokenizer
+    exact = exact_estimator(["gpt-4o"]) if path.suffix == ".traj" else None
+    exp = _openai_expected(path, exact.count if exact else _est)
     db, res = _load(path, tmp_path)
     assert res.warnings == []
     with Store.open(db) as s:
@@ -229,6 +233,7 @@ def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
     assert len(rows) == exp["requests"]
     assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
     assert all("tokens:estimated" in r["tags"] for r in rows)
+    assert all(("tokens:exact:o200k_base" in r["tags"]) == (exact is not None) for r in rows)
     assert all(r["omitted_count"] == 0 for r in rows)
     assert sql(db, "select count(*) from tool_calls")[0][0] == exp["calls"]
     status = dict(sql(db, "select status, count(*) from tool_calls group by all"))
