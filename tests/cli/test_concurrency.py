@@ -294,6 +294,26 @@ def test_a_reader_keeps_working_while_another_process_replaces_the_store(
         assert fresh.count_assemblies() == SMALL_ASSEMBLIES + BIG_SCALE
 
 
+def test_a_reader_opening_while_an_export_is_written_in_place_is_told_to_try_again(
+    capsys, big_export: Path, store: Path, tmp_path: Path
+) -> None:
+    proc = _pause_at("writing assembly_records", big_export, store, tmp_path)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "inspector.cli", "list", "--db", str(store)],
+            capture_output=True, text=True, env=_env(tmp_path), timeout=60,
+        )
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [
+            f"contextlens: error: store {store} is being written by another process "
+            f"(pid {proc.pid}), such as an ingest; try again when it is done"
+        ]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _count_in_new_process(store, tmp_path) == SMALL_ASSEMBLIES
+
+
 def test_a_failed_ingest_in_another_process_leaves_no_lock_and_no_copy(
     store: Path, tmp_path: Path
 ) -> None:
