@@ -291,7 +291,12 @@ def _build(
                 json.dumps(warnings),
             ],
         )
-        con.execute("CHECKPOINT")
+        if clustered:
+            con.execute("CHECKPOINT")
+        else:
+            # only read once, by the ingest that made it (attaching it replays its WAL):
+            # writing it a second time into the database file would be wasted
+            con.execute("PRAGMA disable_checkpoint_on_shutdown")
         return rows, warnings
     except duckdb.Error as err:
         if isinstance(err, duckdb.IOException) or _NO_SPACE in str(err):
