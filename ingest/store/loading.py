@@ -368,21 +368,26 @@ def _merge(
     committed = False
     try:
         con.execute("SET preserve_insertion_order = false")
-        con.execute(f"ATTACH {sql_str(str(stage))} AS stage (READ_ONLY)")
-        staged = _tables(con, "stage")
+        store_name = fetch_one(con.execute("SELECT current_database()"))[0]
+        # the alias must differ from the store's own name (its file name without .duckdb)
+        alias = "incoming" if store_name != "incoming" else "incoming_export"
+        con.execute(f"ATTACH {sql_str(str(stage))} AS {q(alias)} (READ_ONLY)")
+        staged = _tables(con, alias)
         con.execute("BEGIN TRANSACTION")
-        have = _tables(con, fetch_one(con.execute("SELECT current_database()"))[0])
+        have = _tables(con, store_name)
         for table in _merged_tables():
             steps.tick(f"writing {table}")
             if table not in staged:
                 continue
             order = _store_order(table)
             if table not in have:
-                con.execute(f"CREATE TABLE {q(table)} AS SELECT * FROM stage.{q(table)}{order}")
+                con.execute(f"CREATE TABLE {q(table)} AS SELECT * FROM {q(alias)}.{q(table)}{order}")
                 continue
-            _add_missing_columns(con, table)
+            _add_missing_columns(con, table, alias)
             con.execute(f"DELETE FROM {q(table)} WHERE export_id = ?", [export_id])
-            con.execute(f"INSERT INTO {q(table)} BY NAME SELECT * FROM stage.{q(table)}{order}")
+            con.execute(
+                f"INSERT INTO {q(table)} BY NAME SELECT * FROM {q(alias)}.{q(table)}{order}"
+            )
         table = ""
         steps.tick("committing")
         if term is not None:
@@ -425,11 +430,11 @@ def _store_order(name: str) -> str:
     return ""
 
 
-def _add_missing_columns(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def _add_missing_columns(con: duckdb.DuckDBPyConnection, name: str, staged: str) -> None:
     """Columns of the staged table the store's table lacks (an export's extra columns),
     added with the staged type; the store's older rows read NULL there."""
     have = {r[0] for r in con.execute(f"DESCRIBE {q(name)}").fetchall()}
-    for col, typ, *_ in con.execute(f"DESCRIBE stage.{q(name)}").fetchall():
+    for col, typ, *_ in con.execute(f"DESCRIBE {q(staged)}.{q(name)}").fetchall():
         if col not in have:
             con.execute(f"ALTER TABLE {q(name)} ADD COLUMN {q(col)} {typ}")
 

@@ -223,7 +223,7 @@ def test_no_space_while_adding_an_export_in_place(capsys, monkeypatch, tmp_path:
     with Store.open(db) as s:
         before = (s.exports(), s.count_assemblies())
 
-    def full(con, name):
+    def full(con, name, staged):
         if name == "tool_calls":
             raise duckdb.IOException("Could not write file: No space left on device")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from ingest.errors import ContextlensError
@@ -17,7 +18,7 @@ from ingest.store.database import STORE_TABLES
 from replay import service
 from replay.policy import load_registry
 from replay.sample_export import write_sample
-from support.stores import make_export
+from support.stores import make_export, read_table, rewrite_table
 
 REG = load_registry(None)
 SCALE = 40
@@ -88,11 +89,11 @@ def test_a_failure_half_way_through_the_write_leaves_none_of_the_new_export(
     real = loading._add_missing_columns
     written: list[str] = []
 
-    def fail_at_the_records(con, name):
+    def fail_at_the_records(con, name, staged):
         if name == "assembly_records":  # conversations ... context_assemblies are written
             raise duckdb.IOException("Could not write file: disk I/O error")
         written.append(name)
-        real(con, name)
+        real(con, name, staged)
 
     monkeypatch.setattr(loading, "_add_missing_columns", fail_at_the_records)
     with pytest.raises(ContextlensError, match="table assembly_records"):
@@ -121,10 +122,10 @@ def test_reingesting_an_export_with_other_content_replaces_its_rows_in_one_step(
     changed = make_export(tmp_path / "v2", edit=retitle)
     real = loading._add_missing_columns
 
-    def fail_late(con, name):
+    def fail_late(con, name, staged):
         if name == "exports":  # every table's old rows deleted and new ones inserted
             raise duckdb.IOException("Could not write file: disk I/O error")
-        real(con, name)
+        real(con, name, staged)
 
     monkeypatch.setattr(loading, "_add_missing_columns", fail_late)
     with pytest.raises(ContextlensError, match="table exports"):
@@ -143,3 +144,33 @@ def test_reingesting_an_export_with_other_content_replaces_its_rows_in_one_step(
         assert sorted(s.conversation_graph("c1").get("conversations").column("title").to_pylist()) == [
             "Budget review, again"
         ]
+
+
+@pytest.mark.parametrize("name", ["incoming.duckdb", "incoming_export.duckdb", "stage.duckdb"])
+def test_a_store_named_like_the_attached_export_still_takes_a_second_export(
+    name: str, tmp_path: Path
+) -> None:
+    db = tmp_path / name
+    ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
+    assert ingest(make_export(tmp_path / "two", export_id="exp-2"), db).changed
+    assert set(_rows_by_export(db)) == {"exp-1", "exp-2"}
+
+
+def test_an_added_export_with_an_extra_column_adds_it_to_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
+
+    def rename(rows):
+        for table in rows.values():
+            for row in table:
+                for key in ("message_id", "parent_message_id", "fork_message_id"):
+                    if row.get(key):
+                        row[key] = "x" + row[key]
+
+    two = make_export(tmp_path / "two", export_id="exp-2", edit=rename)
+    data = read_table(two, "messages")
+    rewrite_table(two, "messages", data.append_column("sentiment", pa.array(["ok", "good"])))
+    ingest(two, db)
+    with Store.open(db) as store:
+        assert store.record("message", "xmsg2")["sentiment"] == "good"
+        assert store.record("message", "msg2")["sentiment"] is None
