@@ -340,6 +340,8 @@ def _add_to_store(
     except duckdb.Error as err:
         raise ContextlensError(f"cannot write {copy}: {_one_line(err)}") from None
     _merge(copy_con, copy, stage, export_id, steps, None)
+    if copy.with_name(copy.name + ".wal").exists():
+        raise ContextlensError(f"cannot write {copy}: its WAL was not checkpointed")
     term.committed = True
     try:
         os.replace(copy, db_path)
@@ -359,8 +361,9 @@ def _merge(
     con: duckdb.DuckDBPyConnection, target: Path, stage: Path, export_id: str,
     steps: _Steps, term: "_TermAsError | None",
 ) -> None:
-    """One transaction on ``con`` (the store at ``target``): the rows of ``stage`` are
-    added, replacing the export's old rows when it was ingested before with other content.
+    """One transaction on ``con`` (the store at ``target``, or with ``term`` None a copy of
+    it): the rows of ``stage`` are added, replacing the export's old rows when it was
+    ingested before with other content.
     DuckDB writes a transaction to the WAL only at COMMIT, so a process killed before that
     leaves the store's content as it was, and one killed after it leaves the whole export,
     replayed from the WAL by the next open."""
@@ -406,8 +409,10 @@ def _merge(
         steps.tick("checkpointing")
         # readers then open a store file that holds the export, with no WAL to replay
         con.execute("CHECKPOINT")
-    except duckdb.Error:
-        pass  # the export is committed in the WAL; the next open replays it
+    except duckdb.Error as err:
+        if term is None:  # a copy about to be renamed must hold everything in its file
+            raise ContextlensError(f"cannot write {target}: {_one_line(err)}") from None
+        # in place, the export is committed in the store's WAL; the next open replays it
     finally:
         con.close()
 
