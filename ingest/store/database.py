@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -88,6 +89,14 @@ def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     try:
         con = connect(path, read_only=read_only)
     except duckdb.Error as err:
+        if "Conflicting lock" in str(err):
+            # an ingest adding an export in place holds DuckDB's lock until it commits
+            pid = re.search(r"\(PID (\d+)\)", str(err))
+            by = f" (pid {pid.group(1)})" if pid else ""
+            raise ContextlensError(
+                f"store {path} is being written by another process{by}, such as an ingest; "
+                "try again when it is done"
+            ) from None
         raise ContextlensError(f"{path} is not a contextlens store ({_one_line(err)})") from None
     try:
         check_is_store(con, path)

@@ -1,9 +1,15 @@
 """Loading an export into a store: validation, the writer's lock, the DDL, and the atomic
-replace of the store file.
+write of the store.
 
 ``ingest(export_dir, db_path)`` validates and loads an export into a single DuckDB file,
-atomically (a temporary copy replaced in one rename) and idempotently (the same manifest is
-not loaded twice).
+atomically and idempotently (the same manifest is not loaded twice). The export is first
+loaded and validated in a scratch database of its own (``<db>.tmp-<pid>``), so nothing of
+the store is written before the export is known to be good. A new store is that scratch
+database, renamed into place. An existing store gets the export in place, in one DuckDB
+transaction (its WAL makes a killed writer's work all there or absent), so the cost grows
+with the export, not with the store. Only when a reader holds the store open (DuckDB lets
+no process write a file another one reads) is the store copied, the copy written, and
+renamed over it, so the reader keeps answering from the version it opened.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from ..contract import TABLES
 from ..errors import ContextlensError
 from ..exportdir import ExportLayout, manifest_digest, read_layout, start_hashing
 from ..loadtables import create_or_insert, resolve_types
-from ..sql import fetch_one, one_line_error as _one_line, q
+from ..sql import fetch_one, one_line_error as _one_line, q, sql_str
 from ..validate import CHECK_STEPS, check_loaded
 from .database import STORE_FORMAT, STORE_VERSION, connect, open_store
 from .lock import StoreLock, remove_quietly, write_error
@@ -149,7 +155,8 @@ def ingest(
 
     Raises ValidationError (one line naming file, table, column, row and value) for a bad
     export, StoreBusyError if another ingest holds the store, ContextlensError for a
-    ``db_path`` that is not a store. On any failure the existing store is left untouched.
+    ``db_path`` that is not a store. On any failure the existing store's content is left
+    untouched; a failure before the export is validated does not write the store at all.
     """
     export_dir = Path(export_dir)
     db_path = Path(db_path)
@@ -166,10 +173,11 @@ def ingest(
 
     with _TermAsError(db_path) as term, StoreLock(db_path) as lock:
         if lock.previous_pid is not None:
-            # a writer killed mid-ingest left its half-built copy behind
-            dead = db_path.with_name(f"{db_path.name}.tmp-{lock.previous_pid}")
-            remove_quietly(dead, dead.with_name(dead.name + ".wal"))
-        if db_path.exists():
+            # a writer killed mid-ingest left its scratch files behind; never the store's
+            # own .wal, which may hold its committed export
+            remove_quietly(*_scratch_files(db_path, lock.previous_pid))
+        exists = db_path.exists()
+        if exists:
             prev = _previous_ingest(db_path, export_id)
             if prev is not None and manifest_digest(prev[0]) == manifest_digest(
                 layout.manifest_json
@@ -178,40 +186,60 @@ def ingest(
                 return IngestResult(
                     export_id, db_path, False, json.loads(prev[1]), json.loads(prev[2])
                 )
-        tmp = db_path.with_name(f"{db_path.name}.tmp-{os.getpid()}")
-        tmp_wal = tmp.with_name(tmp.name + ".wal")
-        remove_quietly(tmp, tmp_wal)
+        scratch = _scratch_files(db_path, os.getpid())
+        stage = scratch[0]
+        remove_quietly(*scratch)
+        steps = _Steps(report, 1 + len(TABLES) + CHECK_STEPS + 1 + (_merge_steps() if exists else 1))
         try:
-            if db_path.exists():
-                report("copying the existing store", 0, 1)
-                try:
-                    shutil.copyfile(db_path, tmp)
-                except OSError as err:
-                    raise write_error(tmp, err) from None
-            rows, warnings = _build(tmp, layout, report)
-            try:
-                os.replace(tmp, db_path)
+            rows, warnings = _build(stage, layout, steps, clustered=not exists)
+            if not exists:
+                steps.tick("writing the store")
                 term.committed = True
-            except OSError as err:
-                raise write_error(db_path, err) from None
-        except BaseException:
-            remove_quietly(tmp, tmp_wal)
-            raise
+                try:
+                    os.replace(stage, db_path)
+                except OSError as err:
+                    term.committed = False
+                    raise write_error(db_path, err) from None
+            else:
+                _add_to_store(db_path, stage, export_id, steps, term)
+            steps.done()
         finally:
-            remove_quietly(tmp_wal)
+            remove_quietly(*scratch)
     return IngestResult(export_id, db_path, True, rows, warnings)
 
 
-def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str, int], list[str]]:
+def _scratch_files(db_path: Path, pid: int) -> tuple[Path, ...]:
+    """The files a writer of ``pid`` makes next to the store: the scratch database the export
+    is validated in (first), and the copy of the store written while a reader holds it."""
+    stage = db_path.with_name(f"{db_path.name}.tmp-{pid}")
+    copy = db_path.with_name(f"{db_path.name}.tmp-{pid}.copy")
+    return tuple(p for f in (stage, copy) for p in (f, f.with_name(f.name + ".wal")))
+
+
+class _Steps:
+    """Progress as (label, done, total): each ``tick`` reports a step about to start."""
+
+    def __init__(self, report: Progress, total: int) -> None:
+        self.report = report
+        self.total = total
+        self.count = 0
+
+    def tick(self, label: str) -> None:
+        self.report(label, min(self.count, self.total), self.total)
+        self.count += 1
+
+    def done(self) -> None:
+        self.report("done", self.total, self.total)
+
+
+def _build(
+    tmp: Path, layout: ExportLayout, steps: _Steps, clustered: bool
+) -> tuple[dict[str, int], list[str]]:
+    """Load and validate the export into a new database at ``tmp``, with the store's
+    bookkeeping tables, so it is a complete store of this one export. ``clustered`` orders
+    the record tables by assembly (when the database becomes the store as it is)."""
     export_id = layout.manifest.export_id
-    total = 1 + len(TABLES) + CHECK_STEPS + 2
-    done = 0
-
-    def tick(label: str) -> None:
-        nonlocal done
-        report(label, done, total)
-        done += 1
-
+    tick = steps.tick
     con = connect(tmp, read_only=False)
     # Lookups never depend on row order (the record tables are clustered by assembly_id
     # below), and without the guarantee DuckDB writes a parallel load's row groups whole:
@@ -221,27 +249,12 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
         for ddl in _META_DDL:
             con.execute(ddl)
         con.execute(_SUMMARY_DDL)
-        meta = fetch_one(con.execute("SELECT value FROM store_meta WHERE key = 'format'"))
-        if meta is None:
-            if fetch_one(con.execute("SELECT count(*) FROM exports"))[0]:
-                raise ContextlensError(f"{tmp} is not a contextlens store")
-            con.execute(
-                "INSERT INTO store_meta VALUES ('format', ?), ('version', ?)",
-                [STORE_FORMAT, STORE_VERSION],
-            )
-        existing = {
-            r[0] for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
-            ).fetchall()
-        }
+        con.execute(
+            "INSERT INTO store_meta VALUES ('format', ?), ('version', ?)",
+            [STORE_FORMAT, STORE_VERSION],
+        )
         tick("reading column types")
         resolve_types(con, layout)
-        # the export is replaced whole when re-ingested with other content
-        for name in TABLES:
-            if name in existing:
-                con.execute(f"DELETE FROM {q(name)} WHERE export_id = ?", [export_id])
-        con.execute("DELETE FROM assembly_summary WHERE export_id = ?", [export_id])
-        con.execute("DELETE FROM exports WHERE export_id = ?", [export_id])
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
             hashes = start_hashing(layout, pool)
@@ -250,12 +263,13 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
                     tick(f"loading {name}")
                     order = ""
                     if (
-                        CLUSTER_ON_LOAD
+                        clustered
+                        and CLUSTER_ON_LOAD
                         and name in _CLUSTER_BY
                         and not _already_clustered(src, _CLUSTER_BY[name])
                     ):
                         order = f" ORDER BY {q(_CLUSTER_BY[name])}"
-                    create_or_insert(con, src, export_id, name in existing, order)
+                    create_or_insert(con, src, export_id, False, order)
                 rows, warnings = check_loaded(con, layout, export_id, hashes, tick)
             finally:
                 for fut in hashes.values():
@@ -277,9 +291,12 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
                 json.dumps(warnings),
             ],
         )
-        tick("writing the store")
-        con.execute("CHECKPOINT")
-        report("done", total, total)
+        if clustered:
+            con.execute("CHECKPOINT")
+        else:
+            # only read once, by the ingest that made it (attaching it replays its WAL):
+            # writing it a second time into the database file would be wasted
+            con.execute("PRAGMA disable_checkpoint_on_shutdown")
         return rows, warnings
     except duckdb.Error as err:
         if isinstance(err, duckdb.IOException) or _NO_SPACE in str(err):
@@ -287,6 +304,144 @@ def _build(tmp: Path, layout: ExportLayout, report: Progress) -> tuple[dict[str,
         raise ContextlensError(f"{layout.label}: {_one_line(err)}") from None
     finally:
         con.close()
+
+
+# the tables an export adds rows to, in the order they are written
+def _merged_tables() -> list[str]:
+    return [*TABLES, "assembly_summary", "exports"]
+
+
+def _merge_steps() -> int:
+    return 1 + len(_merged_tables()) + 2
+
+
+def _add_to_store(
+    db_path: Path, stage: Path, export_id: str, steps: _Steps, term: "_TermAsError"
+) -> None:
+    """Add the validated export in ``stage`` to the existing store: in place, or through a
+    copy renamed over the store when another process or connection is reading it."""
+    steps.tick("writing the store")
+    try:
+        con = connect(db_path, read_only=False)
+    except duckdb.Error as err:
+        if not _held_by_a_reader(err):
+            raise ContextlensError(f"cannot write {db_path}: {_one_line(err)}") from None
+        con = None
+    if con is not None:
+        _merge(con, db_path, stage, export_id, steps, term)
+        return
+    copy = _scratch_files(db_path, os.getpid())[2]
+    try:
+        shutil.copyfile(db_path, copy)
+    except OSError as err:
+        raise write_error(copy, err) from None
+    try:
+        copy_con = connect(copy, read_only=False)
+    except duckdb.Error as err:
+        raise ContextlensError(f"cannot write {copy}: {_one_line(err)}") from None
+    _merge(copy_con, copy, stage, export_id, steps, None)
+    if copy.with_name(copy.name + ".wal").exists():
+        raise ContextlensError(f"cannot write {copy}: its WAL was not checkpointed")
+    term.committed = True
+    try:
+        os.replace(copy, db_path)
+    except OSError as err:
+        term.committed = False
+        raise write_error(db_path, err) from None
+
+
+def _held_by_a_reader(err: duckdb.Error) -> bool:
+    """True when DuckDB refused to open the store for writing because it is open for
+    reading: by another process (its file lock), or in this one (another configuration)."""
+    text = str(err)
+    return "Conflicting lock" in text or "different configuration" in text
+
+
+def _merge(
+    con: duckdb.DuckDBPyConnection, target: Path, stage: Path, export_id: str,
+    steps: _Steps, term: "_TermAsError | None",
+) -> None:
+    """One transaction on ``con`` (the store at ``target``, or with ``term`` None a copy of
+    it): the rows of ``stage`` are added, replacing the export's old rows when it was
+    ingested before with other content.
+    DuckDB writes a transaction to the WAL only at COMMIT, so a process killed before that
+    leaves the store's content as it was, and one killed after it leaves the whole export,
+    replayed from the WAL by the next open."""
+    table = ""
+    committed = False
+    try:
+        con.execute("SET preserve_insertion_order = false")
+        store_name = fetch_one(con.execute("SELECT current_database()"))[0]
+        # the alias must differ from the store's own name (its file name without .duckdb)
+        alias = "incoming" if store_name != "incoming" else "incoming_export"
+        con.execute(f"ATTACH {sql_str(str(stage))} AS {q(alias)} (READ_ONLY)")
+        staged = _tables(con, alias)
+        con.execute("BEGIN TRANSACTION")
+        have = _tables(con, store_name)
+        for table in _merged_tables():
+            steps.tick(f"writing {table}")
+            if table not in staged:
+                continue
+            order = _store_order(table)
+            if table not in have:
+                con.execute(f"CREATE TABLE {q(table)} AS SELECT * FROM {q(alias)}.{q(table)}{order}")
+                continue
+            _add_missing_columns(con, table, alias)
+            con.execute(f"DELETE FROM {q(table)} WHERE export_id = ?", [export_id])
+            con.execute(
+                f"INSERT INTO {q(table)} BY NAME SELECT * FROM {q(alias)}.{q(table)}{order}"
+            )
+        table = ""
+        steps.tick("committing")
+        if term is not None:
+            term.committed = True  # a signal from here on waits until the ingest is done
+        con.execute("COMMIT")
+        committed = True
+    except duckdb.Error as err:
+        if term is not None:
+            term.committed = False
+        where = f" (table {table})" if table else ""
+        raise ContextlensError(f"cannot write {target}{where}: {_one_line(err)}") from None
+    finally:
+        if not committed:
+            con.close()  # rolls the transaction back
+    try:
+        steps.tick("checkpointing")
+        # readers then open a store file that holds the export, with no WAL to replay
+        con.execute("CHECKPOINT")
+    except duckdb.Error as err:
+        if term is None:  # a copy about to be renamed must hold everything in its file
+            raise ContextlensError(f"cannot write {target}: {_one_line(err)}") from None
+        # in place, the export is committed in the store's WAL; the next open replays it
+    finally:
+        con.close()
+
+
+def _tables(con: duckdb.DuckDBPyConnection, database: str) -> set[str]:
+    return {
+        r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = ? AND schema_name = 'main'",
+            [database],
+        ).fetchall()
+    }
+
+
+def _store_order(name: str) -> str:
+    if name == "assembly_summary":
+        return " ORDER BY assembled_at, assembly_id"
+    if CLUSTER_ON_LOAD and name in _CLUSTER_BY:
+        return f" ORDER BY {q(_CLUSTER_BY[name])}"
+    return ""
+
+
+def _add_missing_columns(con: duckdb.DuckDBPyConnection, name: str, staged: str) -> None:
+    """Columns of the staged table the store's table lacks (an export's extra columns),
+    added with the staged type; the store's older rows read NULL there."""
+    have = {r[0] for r in con.execute(f"DESCRIBE {q(name)}").fetchall()}
+    for col, typ, *_ in con.execute(f"DESCRIBE {q(staged)}.{q(name)}").fetchall():
+        if col not in have:
+            con.execute(f"ALTER TABLE {q(name)} ADD COLUMN {q(col)} {typ}")
 
 
 _NO_SPACE = os.strerror(errno.ENOSPC)
@@ -300,8 +455,10 @@ class IngestInterrupted(ContextlensError):
 
 class _TermAsError:
     """While an ingest runs in the main thread, SIGTERM raises ``IngestInterrupted`` there,
-    so the temporary copy and the lock are cleaned up as after an exception (SIGINT already
-    raises KeyboardInterrupt). A second signal during that cleanup is ignored."""
+    so the transaction is rolled back and the scratch files and the lock are cleaned up as
+    after an exception (SIGINT already raises KeyboardInterrupt). A second signal during
+    that cleanup is ignored; one that arrives once the export is being committed waits
+    until the ingest is done."""
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
@@ -313,7 +470,7 @@ class _TermAsError:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.committed:
-            self._late = signum  # the store is already replaced: deliver it once we are done
+            self._late = signum  # the export may already be in: deliver it once we are done
             return
         if self._fired:
             return

@@ -3,7 +3,7 @@
 The operating system releases a ``flock`` when its holder exits, however it exits, so a
 dead writer's lock is free at once and two writers can never both hold it: there is no
 "take over a stale lock" step to race on. The file holds the writer's pid, for the busy
-message and so the next writer can remove the half-built copy a killed writer left.
+message and so the next writer can remove the scratch files a killed writer left.
 
 A writer unlinks the file while still holding it. A waiter that opened the file before that
 unlink would then lock a file nobody else can see, so after locking, a writer checks that

@@ -200,15 +200,43 @@ def _one_error_line(capsys, *argv: str) -> str:
 
 
 def test_no_space_while_copying_the_store(capsys, monkeypatch, tmp_path: Path) -> None:
+    """The store is copied only while a reader holds it open (DuckDB lets no process write
+    a file another one reads)."""
     db = tmp_path / "s.duckdb"
     ingest(make_export(tmp_path / "a"), db)
     before = _sha(db)
     monkeypatch.setattr("shutil.copyfile", _no_space)
+    with Store.open(db):
+        line = _one_error_line(
+            capsys, "ingest", str(make_export(tmp_path / "b", export_id="b")), "--db", str(db)
+        )
+    copy = db.with_name(f"{db.name}.tmp-{os.getpid()}.copy")
+    assert line == f"contextlens: error: cannot write {copy}: No space left on device"
+    assert _leftovers(tmp_path, db) == [] and _sha(db) == before
+
+
+def test_no_space_while_adding_an_export_in_place(capsys, monkeypatch, tmp_path: Path) -> None:
+    import ingest.store.loading as loading
+
+    db = tmp_path / "s.duckdb"
+    ingest(make_export(tmp_path / "a"), db)
+    with Store.open(db) as s:
+        before = (s.exports(), s.count_assemblies())
+
+    def full(con, name, staged):
+        if name == "tool_calls":
+            raise duckdb.IOException("Could not write file: No space left on device")
+
+    monkeypatch.setattr(loading, "_add_missing_columns", full)
     line = _one_error_line(capsys, "ingest", str(make_export(tmp_path / "b", export_id="b")),
                            "--db", str(db))
-    tmp = db.with_name(f"{db.name}.tmp-{os.getpid()}")
-    assert line == f"contextlens: error: cannot write {tmp}: No space left on device"
-    assert _leftovers(tmp_path, db) == [] and _sha(db) == before
+    assert line == (
+        f"contextlens: error: cannot write {db} (table tool_calls): "
+        "Could not write file: No space left on device"
+    )
+    assert _leftovers(tmp_path, db) == []
+    with Store.open(db) as s:  # the tables written before it were rolled back
+        assert (s.exports(), s.count_assemblies()) == before
 
 
 def test_no_space_while_writing_the_lock(capsys, monkeypatch, tmp_path: Path) -> None:
