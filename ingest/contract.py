@@ -98,7 +98,8 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "skill_active",
         "speaker_context",
         # transcripts: sent as a placeholder after a runtime cleared it in place
-        "microcompacted",
+        # (Claude Code's microcompaction, SWE-agent's last_n_observations)
+        "elided",
         # reasons a record is omitted
         "outside_window",
         "sibling_branch",
@@ -123,9 +124,23 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "policy_outcome": ("allow", "deny", "mark", "protect", "rehydrate", "replace"),
 }
 
-# what a record rendered ``cleared`` is sent as (Claude Code's text for a tool result it
-# cleared in place)
+# Claude Code's text for a tool result it cleared in place (microcompaction)
 CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
+# a record rendered ``cleared`` says in its detail what was sent instead: '...; sent as "<text>"'
+SENT_AS = '; sent as "'
+
+
+def sent_as(text: str) -> str:
+    """The detail clause naming the placeholder a runtime sent for a cleared record."""
+    return f'{SENT_AS}{text}"'
+
+
+def cleared_text(detail: str | None) -> str:
+    """What a record rendered ``cleared`` was sent as, from its detail."""
+    head, found, tail = (detail or "").rpartition(SENT_AS)
+    if found and tail.endswith('"'):
+        return tail[:-1]
+    return "[content cleared by the runtime]"
 
 INCLUDED_REASONS = frozenset(ENUMS["reason_code"][:ENUMS["reason_code"].index("outside_window")])
 OMITTED_REASONS = frozenset(ENUMS["reason_code"]) - INCLUDED_REASONS

@@ -47,8 +47,8 @@ INCLUDED_PHRASES = {
     "checkpoint_restore": "it restores a continuation checkpoint",
     "skill_active": "it carries the active skill state",
     "speaker_context": "it attributes what another participant said",
-    "microcompacted": "the runtime cleared this old tool result in place (microcompaction) and "
-                      "sends a placeholder instead",
+    "elided": "the runtime cleared this old tool output in place and sent a placeholder "
+              "instead",
 }
 
 OMITTED_PHRASES = {
@@ -332,9 +332,9 @@ def _observed(assembly: dict[str, Any], rec: dict[str, Any], name: str) -> str:
     detail = _sentence(rec.get("detail") or "")
     reason = rec.get("reason_code") or ""
     if rec.get("decision") == "included":
-        if reason == "microcompacted":
+        if reason == "elided":
             return (f"Included {name} as {RENDERING_PHRASES['cleared']}: "
-                    f"{INCLUDED_PHRASES['microcompacted']}. {detail}").rstrip()
+                    f"{INCLUDED_PHRASES['elided']}. {detail}").rstrip()
         said = f"; {rule}" if rule else ""
         return f"Included {name}: sent in the recorded request{said}. No policy to explain."
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))

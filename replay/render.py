@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.contract import CLEARED_PLACEHOLDER
+from ingest.contract import cleared_text
 from ingest.errors import ContextlensError
 from ingest.text import visible_text as _visible_text
 from ingest.timefmt import sentence_time
@@ -68,7 +68,7 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
     if rendering == "summary":
         return f"[summary] {content}"
     if rendering == "cleared":
-        return CLEARED_PLACEHOLDER
+        return cleared_text(row.get("detail"))
     if rendering == "rehydrated_raw" and raw is not None:
         return raw
     if row["record_kind"] == "tool_artifact" and row.get("error"):

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..contract import CLEARED_PLACEHOLDER
+from ..contract import CLEARED_PLACEHOLDER, sent_as
 from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, after, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl
@@ -427,9 +427,10 @@ class _Stream:
             f"cleared by microcompaction #{k} at {ts.isoformat()} (trigger "
             f"{meta.get('trigger', 'unknown')}; {len(cleared)} results; tokensSaved "
             f"{recorded if recorded is not None else 'unknown'} recorded, {saved} estimated)"
+            + sent_as(CLEARED_PLACEHOLDER)
         )
         for rec in cleared:
-            self.cleared[rec.id] = Shown("cleared", "microcompacted", detail,
+            self.cleared[rec.id] = Shown("cleared", "elided", detail,
                                          min(placeholder, rec.tokens))
         missing = len([i for i in ids if isinstance(i, str)]) - len(cleared)
         if missing > 0:

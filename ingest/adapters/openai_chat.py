@@ -28,10 +28,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .builder import AdaptResult, Builder, Placement, Rec
+from ..contract import sent_as
+from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
+from .swe_agent import HistoryProcessors, agent_config
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "openai-chat"
@@ -83,13 +85,7 @@ def _model_of(holder: Any) -> str | None:
         return None
     info = holder.get("info") if isinstance(holder.get("info"), dict) else {}
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    replay = holder.get("replay_config")  # SWE-agent: its run configuration, as JSON text
-    if isinstance(replay, str):
-        try:
-            replay = json.loads(replay)
-        except ValueError:
-            replay = None
-    agent = replay.get("agent") if isinstance(replay, dict) and isinstance(replay.get("agent"), dict) else {}
+    agent = agent_config(holder)  # SWE-agent: replay_config.agent
     for src in (holder, info, holder.get("config"), holder.get("metadata"), config.get("model"),
                 agent.get("model")):
         if isinstance(src, dict):
@@ -195,6 +191,11 @@ def _conversation(
     block_key: str | None = None
     block_index = 0
     text_since_call = False
+    processors = HistoryProcessors.of(holder)
+    for kind in processors.unmodelled:
+        b.warn(f"{path.name} {where}: SWE-agent history processor {kind!r} is not modelled; "
+               "its requests are recorded with the history as logged")
+    record_of: dict[int, str] = {}  # message index -> the record it became (its last one)
     for i, m in enumerate(msgs):
         label = f"{path.name} {where} message {i}"
         if not _is_message(m):
@@ -212,11 +213,19 @@ def _conversation(
                 text_since_call = False
             elif blocks_text(m.get("content")).strip():
                 text_since_call = True
+        shown: dict[str, Shown] = {}
+        if processors.steps and m["role"] == "assistant":
+            for j, (text, why) in processors.elided(msgs[:i]).items():
+                if j in record_of:
+                    shown[record_of[j]] = Shown("cleared", "elided", why + sent_as(text), b.count(text))
+        before = len(records)
         try:
             last_user = _one(b, cid, m, label, records, calls, by_name, last_user, model, overhead, ts(m),
-                             placement)
+                             placement, shown)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             b.warn(f"{label}: skipped ({type(err).__name__}: {err})")
+        if len(records) > before:
+            record_of[i] = records[-1].id
 
 
 def _one(
@@ -232,6 +241,7 @@ def _one(
     overhead: int,
     t: dt.datetime,
     placement: Placement | None = None,
+    shown: dict[str, Shown] | None = None,
 ) -> str | None:
     user = b.user_of[cid]
     role = m["role"]
@@ -252,7 +262,7 @@ def _one(
         recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
         ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
         recorded = int(recorded) if ok else None
-        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead)
+        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown)
         t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled
         records.append(
             b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,

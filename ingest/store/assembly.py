@@ -311,7 +311,7 @@ class AssemblyQueries(Database):
                      + ", ".join(f"{v} AS {k}" for k, v in _NULLS.items()) + " WHERE false"]
         sql = (
             f"WITH body AS ({' UNION ALL '.join(parts)}) "
-            "SELECT r.record_kind, r.record_id, r.position, r.rendering, r.tokens, "
+            "SELECT r.record_kind, r.record_id, r.position, r.rendering, r.tokens, r.detail, "
             + ", ".join(f"b.{c}" for c in _NULLS)
             + " FROM assembly_records r LEFT JOIN body b ON b.kind = r.record_kind AND b.id = r.record_id "
             "WHERE r.assembly_id = ? AND r.export_id = ? AND r.decision = 'included' "

@@ -155,7 +155,7 @@ def test_microcompaction_clears_the_listed_results_from_its_boundary_on(tmp_path
     full_tokens = rows[runs[1]][0][2]
     assert rows[runs[1]][0][:2] == ("verbatim", "in_window")  # before the boundary: in full
     rendering, reason, tokens, detail = rows[runs[2]][0]  # after it: a placeholder
-    assert (rendering, reason) == ("cleared", "microcompacted")
+    assert (rendering, reason) == ("cleared", "elided")
     assert tokens < 20 < full_tokens
     assert "tokensSaved 1234 recorded" in detail and f"{full_tokens - tokens} estimated" in detail
     # the small result was not listed: still sent in full

@@ -129,7 +129,7 @@ def test_observed_runtime_names_no_key() -> None:
     sentence = explain(assembly, left, {}, [], [])
     assert "compacted the conversation" in sentence and "preTokens 5000" in sentence
     assert "No policy to explain" in sentence and policy_key(assembly, left, {}) is None
-    cleared = {**sent, "rendering": "cleared", "reason_code": "microcompacted",
+    cleared = {**sent, "rendering": "cleared", "reason_code": "elided",
                "detail": "cleared by microcompaction #1 (tokensSaved 1234 recorded, 1100 estimated)"}
     sentence = explain(assembly, cleared, {}, [], [])
     assert "placeholder" in sentence and "tokensSaved 1234 recorded" in sentence

@@ -1,0 +1,105 @@
+"""SWE-agent trajectories (``*.traj``): what each request was sent after its history
+processors ran (the runtime's rule, read from the trajectory's own configuration).
+
+A trajectory's ``history`` is read as OpenAI chat messages (``openai_chat.py``); each entry
+has a ``message_type`` (``system_prompt``, ``observation``, ``action``, ...) and may have
+``is_demo`` and ``tags``. ``replay_config.agent.history_processors`` lists the processors
+SWE-agent applied, in order, to the history before every request. This module reproduces
+the ones that change what is sent (as in ``sweagent/agent/history_processors.py``):
+
+- ``last_n_observations`` (``n``, ``polling`` = 1, ``always_remove_output_for_tags`` =
+  {remove_output}, ``always_keep_output_for_tags`` = {keep_output}): of the non-demo
+  observations, all but the first (the instance template) up to
+  ``(count // polling) * polling - n`` are replaced by ``Old environment output: (<lines>
+  lines omitted)``; a kept tag keeps one, a removed tag elides one wherever it is;
+- ``tag_tool_call_observations`` (``tags`` = {keep_output}, ``function_names``): adds the tags
+  to the actions calling those functions (so a later ``last_n_observations`` sees them);
+- ``default`` and ``cache_control`` change nothing that is counted.
+
+Other processors (``closed_window``, ``remove_regex``, ``image_parsing``) rewrite text in
+ways not modelled here: the adapter warns and records the history as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HistoryProcessors", "agent_config"]
+
+_UNCHANGED = {"default", "cache_control"}
+
+
+def agent_config(holder: Any) -> dict[str, Any]:
+    """``replay_config.agent`` of a SWE-agent trajectory (it is stored as JSON text), {}
+    when there is none."""
+    if not isinstance(holder, dict):
+        return {}
+    replay = holder.get("replay_config")
+    if isinstance(replay, str):
+        try:
+            replay = json.loads(replay)
+        except ValueError:
+            return {}
+    agent = replay.get("agent") if isinstance(replay, dict) else None
+    return agent if isinstance(agent, dict) else {}
+
+
+@dataclass
+class HistoryProcessors:
+    """The processors of one trajectory, applied to a request's history."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    unmodelled: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, holder: Any) -> "HistoryProcessors":
+        out = cls()
+        for p in agent_config(holder).get("history_processors") or []:
+            kind = p.get("type") if isinstance(p, dict) else None
+            if kind in ("last_n_observations", "tag_tool_call_observations"):
+                out.steps.append(p)
+            elif kind not in _UNCHANGED:
+                out.unmodelled.append(str(kind))
+        return out
+
+    def elided(self, history: list[Any]) -> dict[int, tuple[str, str]]:
+        """For the request made after ``history`` (the messages before it): index of each
+        elided entry -> (what was sent instead, why)."""
+        tags = [set(m.get("tags") or []) if isinstance(m, dict) else set() for m in history]
+        out: dict[int, tuple[str, str]] = {}
+        for p in self.steps:
+            if p["type"] == "tag_tool_call_observations":
+                names = set(p.get("function_names") or [])
+                for i, m in enumerate(history):
+                    calls = m.get("tool_calls") if isinstance(m, dict) else None
+                    if m.get("message_type") == "action" and calls and names & {
+                            (c.get("function") or {}).get("name") for c in calls if isinstance(c, dict)}:
+                        tags[i] |= set(p.get("tags") or {"keep_output"})
+                continue
+            n = int(p.get("n") or 0)
+            polling = max(int(p.get("polling") or 1), 1)
+            remove = set(p.get("always_remove_output_for_tags") or {"remove_output"})
+            keep = set(p.get("always_keep_output_for_tags") or {"keep_output"})
+            observations = [i for i, m in enumerate(history) if isinstance(m, dict)
+                            and m.get("message_type") == "observation" and not m.get("is_demo")]
+            last = max(0, (len(observations) // polling) * polling - n)
+            older = set(observations[1:last])  # the first observation is the instance template
+            for i in observations:
+                if (i in older and not tags[i] & keep) or tags[i] & remove:
+                    lines = _lines(history[i].get("content"))
+                    why = (f"elided by SWE-agent's last_n_observations (n={n}): one of the "
+                           f"observations before the last {n}" if i in older
+                           else "elided by SWE-agent: tagged to have its output removed")
+                    out[i] = (f"Old environment output: ({lines} lines omitted)", why)
+        return out
+
+
+def _lines(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content.splitlines())
+    if isinstance(content, list):
+        return sum(len(str(c.get("text") or "").splitlines()) for c in content
+                   if isinstance(c, dict) and c.get("type") == "text")
+    return 0

@@ -1,0 +1,84 @@
+"""SWE-agent trajectories: each request is recorded as SWE-agent sent it after its history
+processors (replay_config.agent.history_processors), here last_n_observations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.sql import sql
+
+from ingest.adapters import adapt
+from ingest.store import ingest
+
+
+def _trajectory(steps: int, processors: list[dict]) -> dict:
+    """A function-calling SWE-agent trajectory in its documented shape: system prompt, the
+    instance template (the first observation), then action / tool observation pairs."""
+    history = [
+        {"role": "system", "content": "You are an autonomous programmer.", "message_type": "system_prompt"},
+        {"role": "user", "content": "<uploaded_files>/repo</uploaded_files>\nFix the bug.",
+         "message_type": "observation"},
+    ]
+    for k in range(steps):
+        history.append({"role": "assistant", "content": f"step {k}", "message_type": "action",
+                        "thought": f"step {k}", "action": f"cat f{k}.py",
+                        "tool_calls": [{"id": f"call_{k}", "type": "function",
+                                        "function": {"name": "bash", "arguments": json.dumps({"command": f"cat f{k}.py"})}}]})
+        body = "\n".join(f"line {j} of f{k}.py" for j in range(k + 2))
+        history.append({"role": "tool", "content": body, "tool_call_ids": [f"call_{k}"],
+                        "message_type": "observation"})
+    history.append({"role": "assistant", "content": "submit", "message_type": "action",
+                    "thought": "done", "action": "submit"})
+    config = {"agent": {"model": {"name": "gpt-4o"}, "history_processors": processors}}
+    return {"environment": "swe_main", "history": history, "trajectory": [],
+            "info": {"exit_status": "submitted"}, "replay_config": json.dumps(config)}
+
+
+def _store(tmp_path: Path, traj: dict) -> tuple[Path, list[str]]:
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps(traj))
+    res = adapt(path, tmp_path / "export")
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    return db, res.warnings
+
+
+def _observations(db: Path, aid: str) -> list[tuple[str, str, str]]:
+    """(preview, rendering, detail) of the tool results sent with one request, in order."""
+    return sql(db, "SELECT a.result_preview, r.rendering, r.detail FROM assembly_records r "
+                   "JOIN tool_artifacts a ON a.artifact_id = r.record_id "
+                   f"WHERE r.assembly_id = '{aid}' AND r.decision = 'included' ORDER BY r.position")
+
+
+def test_last_n_observations_elides_all_but_the_last_n(tmp_path: Path) -> None:
+    db, warnings = _store(tmp_path, _trajectory(7, [{"type": "last_n_observations", "n": 3}]))
+    assert warnings == []
+    runs = [a for (a,) in sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at")]
+    last = _observations(db, runs[-1])  # 8 observations: the template and 7 tool results
+    shown = [rendering for _, rendering, _ in last]
+    # the template is never elided (it is a user message); of the 7 results, 8 - 3 - 1 = 4 go
+    assert shown == ["cleared"] * 4 + ["verbatim"] * 3
+    for k, (_, _, detail) in enumerate(last[:4]):
+        assert f'sent as "Old environment output: ({k + 2} lines omitted)"' in detail
+        assert "last_n_observations (n=3)" in detail
+    # an early request had nothing to elide yet
+    assert {r for _, r, _ in _observations(db, runs[2])} == {"verbatim"}
+    # the prompt as sent shows SWE-agent's placeholder, not the output
+    from ingest.store import Store
+    from replay.render import render_prompt
+    with Store.open(db) as store:
+        bodies = [p.body for p in render_prompt(store, runs[-1]) if p.record_kind == "tool_artifact"]
+    assert bodies[0] == "Old environment output: (2 lines omitted)"
+    assert "line 0 of f6.py" in bodies[-1]
+
+
+def test_without_processors_every_observation_is_sent(tmp_path: Path) -> None:
+    db, _ = _store(tmp_path, _trajectory(7, []))
+    runs = [a for (a,) in sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at")]
+    assert {r for _, r, _ in _observations(db, runs[-1])} == {"verbatim"}
+
+
+def test_an_unmodelled_processor_is_a_warning(tmp_path: Path) -> None:
+    _, warnings = _store(tmp_path, _trajectory(2, [{"type": "closed_window"}]))
+    assert any("'closed_window' is not modelled" in w for w in warnings)
