@@ -79,10 +79,12 @@ _PROMPT_COLUMNS: dict[str, dict[str, str]] = {
     },
 }
 
+# included by prompt position; omitted by reason and kind, then by time (ids are not a
+# usable order: m2 would sort after m10), then id
 _RECORD_ORDER = (
     "ORDER BY (r.decision <> 'included'), "
     "CASE WHEN r.decision = 'included' THEN r.position END NULLS LAST, "
-    "r.reason_code, r.record_kind, r.record_id"
+    "r.reason_code, r.record_kind, l.created_at NULLS LAST, r.record_id"
 )
 
 

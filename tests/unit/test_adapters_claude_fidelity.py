@@ -225,3 +225,21 @@ def test_openai_models_are_counted_with_their_own_tokenizer_offline() -> None:
     assert cl100k.encoding.encode("hello world") == [15339, 1917]
     assert exact_estimator(["gpt-4o", "gpt-4"]) is None  # two tokenizers: no single count
     assert exact_estimator(["gpt-4o", None]) is None
+
+
+def test_omitted_records_are_listed_in_time_order_not_id_text_order(tmp_path: Path) -> None:
+    lines, parent = [], None
+    for i in range(12):  # 24 records before the compaction: ids m0 .. m23
+        lines.append(_line("user", f"u{i}", parent, i, message={"role": "user", "content": f"turn {i}"}))
+        lines.append(_assistant(f"a{i}", f"u{i}", i, f"r{i}", {"type": "text", "text": f"reply {i}"}))
+        parent = f"a{i}"
+    lines += [_line("system", "b", parent, 30, subtype="compact_boundary", compactMetadata={"trigger": "auto"}),
+              _line("user", "s", "b", 31, isCompactSummary=True, message={"role": "user", "content": "summary"}),
+              _assistant("z", "s", 32, "rz", {"type": "text", "text": "go on"})]
+    db = _store(tmp_path, lines)
+    from ingest.store import Store
+    with Store.open(db) as store:
+        aid = store.list_assemblies().to_pylist()[-1]["assembly_id"]
+        omitted = store.assembly_records(aid, "omitted").to_pylist()
+    users = [r["label"] for r in omitted if r["label"].startswith("user")]
+    assert users == [f"user: turn {i}" for i in range(12)]  # turn 10 after turn 9, not after 1
