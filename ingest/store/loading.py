@@ -194,12 +194,7 @@ def ingest(
             rows, warnings = _build(stage, layout, steps, clustered=not exists)
             if not exists:
                 steps.tick("writing the store")
-                term.committed = True
-                try:
-                    os.replace(stage, db_path)
-                except OSError as err:
-                    term.committed = False
-                    raise write_error(db_path, err) from None
+                _commit_by_rename(stage, db_path, term)
             else:
                 _add_to_store(db_path, stage, export_id, steps, term)
             steps.done()
@@ -342,9 +337,14 @@ def _add_to_store(
     _merge(copy_con, copy, stage, export_id, steps, None)
     if copy.with_name(copy.name + ".wal").exists():
         raise ContextlensError(f"cannot write {copy}: its WAL was not checkpointed")
+    _commit_by_rename(copy, db_path, term)
+
+
+def _commit_by_rename(built: Path, db_path: Path, term: "_TermAsError") -> None:
+    """Put a fully written store file in place: from here a signal waits for the rename."""
     term.committed = True
     try:
-        os.replace(copy, db_path)
+        os.replace(built, db_path)
     except OSError as err:
         term.committed = False
         raise write_error(db_path, err) from None
