@@ -24,15 +24,19 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 
-from .assembler import AssemblerPlugin, get_assembler
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
+from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
 from .policy import Policy, PolicyRegistry
-from .snapshot import Snapshot, load_snapshots, request_from_row
+from .snapshot import Snapshot, _rows as snapshot_rows, load_snapshots, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "replay_chunk"]
+__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "has_columnar_form",
+           "replay_chunk", "replay_chunk_oracle"]
 
 CONVERSATIONS_PER_CHUNK = 256
 
@@ -112,18 +116,96 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                  assembler: str | AssemblerPlugin = "reference",
                  snapshots: dict[str, Snapshot] | None = None) -> Replayed:
     """Every request of ``chunk`` replayed under ``version`` (None: each request's own
-    recorded version; a request whose version is not in ``registry`` is not replayed)."""
+    recorded version; a request whose version is not in ``registry`` is not replayed).
+
+    The built-in reference assembler takes the columnar path (``replay.columnar``: the
+    oracle's stages over the whole chunk at once, the rare assemblies it cannot form
+    columnar through the oracle); any other assembler takes the oracle path."""
+    plugin = get_assembler(assembler)
+    if not has_columnar_form(plugin):
+        return replay_chunk_oracle(store, chunk, registry, version, plugin, snapshots)
+    requests, policies = _replayable(chunk.requests, registry, version)
+    if snapshots is not None:
+        graphs = graphs_from_snapshots(snapshots)
+    else:
+        graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    out = replay_columnar(graphs, requests, policies)
+    records = [out.records]
+    assemblies = out.assemblies
+    if out.fallback:
+        # the few assemblies the columnar form leaves to the oracle
+        rows = requests.take(pa.array(out.fallback, pa.int64()))
+        cids = sorted(set(rows.column("conversation_id").to_pylist()))
+        snaps = snapshots if snapshots is not None else _snapshots_from_graphs(graphs, cids)
+        oracle = _oracle(rows, [policies[i] for i in out.fallback], plugin, snaps)
+        records.append(oracle.records)
+        by_id = {aid: i for i, aid in enumerate(oracle.assemblies.column("assembly_id").to_pylist())}
+        columns = {name: assemblies.column(name).to_pylist() for name in assemblies.column_names}
+        for i in out.fallback:
+            j = by_id[columns["assembly_id"][i]]
+            for name in columns:
+                columns[name][i] = oracle.assemblies.column(name)[j].as_py()
+        assemblies = pa.table(columns, schema=assemblies.schema)
+    table = pa.concat_tables(records).sort_by(_ORDER) if len(records) > 1 else records[0]
+    hashes = selection_hashes(table, assemblies.column("assembly_id").to_pylist())
+    return Replayed(table, pa.table({
+        "assembly_id": assemblies.column("assembly_id"),
+        "policy_version": pa.array([p.version for p in policies], pa.string()),
+        "selection_hash": pa.array([hashes[a] for a in assemblies.column("assembly_id").to_pylist()],
+                                   pa.string()),
+        "assembled_tokens": assemblies.column("assembled_tokens"),
+        "baseline_tokens": assemblies.column("baseline_tokens"),
+        "included_count": assemblies.column("included_count"),
+        "omitted_count": assemblies.column("omitted_count"),
+    }, schema=ASSEMBLY_SCHEMA))
+
+
+def has_columnar_form(plugin: AssemblerPlugin) -> bool:
+    """Whether ``plugin`` is the built-in reference assembler (``replay.columnar`` computes
+    exactly its answers); a plugin or a variant of it is replayed by itself."""
+    return type(plugin) is ReferenceAssembler and not plugin.invert_supersession
+
+
+def replay_chunk_oracle(store: "Store", chunk: Chunk, registry: PolicyRegistry,
+                        version: str | None = None,
+                        assembler: str | AssemblerPlugin = "reference",
+                        snapshots: dict[str, Snapshot] | None = None) -> Replayed:
+    """``replay_chunk`` through the assembler itself, one assembly at a time (the oracle
+    path: what the columnar path is checked against, and the path of any plugin)."""
     plugin = get_assembler(assembler)
     snaps = snapshots if snapshots is not None else chunk.snapshots(store)
-    fixed: Policy | None = registry.get(version) if version is not None else None
+    requests, policies = _replayable(chunk.requests, registry, version)
+    return _oracle(requests, policies, plugin, snaps)
+
+
+_ORDER = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
+
+
+def _replayable(requests: pa.Table, registry: PolicyRegistry,
+                version: str | None) -> tuple[pa.Table, list[Policy]]:
+    """The requests that have a policy to replay them, and that policy (one per request)."""
+    if version is not None:
+        fixed = registry.get(version)
+        return requests, [fixed] * requests.num_rows
+    recorded = requests.column("policy_version").to_pylist()
+    keep = [v in registry for v in recorded]
+    if not all(keep):
+        requests = requests.filter(pa.array(keep))
+    cache: dict[str, Policy] = {}
+    policies = []
+    for v in recorded:
+        if v in registry:
+            if v not in cache:
+                cache[v] = registry.get(v)
+            policies.append(cache[v])
+    return requests, policies
+
+
+def _oracle(requests: pa.Table, policies: list[Policy], plugin: AssemblerPlugin,
+            snaps: dict[str, Snapshot]) -> Replayed:
     records: dict[str, list[Any]] = {name: [] for name in REPLAY_COLUMNS}
     assemblies: dict[str, list[Any]] = {name: [] for name in ASSEMBLY_COLUMNS}
-    for row in chunk.requests.to_pylist():
-        policy = fixed
-        if policy is None:
-            if row["policy_version"] not in registry:
-                continue
-            policy = registry.get(row["policy_version"])
+    for row, policy in zip(requests.to_pylist(), policies):
         out = plugin.assemble(snaps[row["conversation_id"]], request_from_row(row), policy)
         for rec in sorted(out.records, key=lambda r: (r["record_kind"], r["record_id"])):
             for name in REPLAY_COLUMNS:
@@ -137,5 +219,16 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                             ("omitted_count", out.omitted_count)):
             assemblies[name].append(value)
     table = pa.table(records, schema=REPLAY_SCHEMA)
-    order = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
-    return Replayed(table.sort_by(order), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))
+    return Replayed(table.sort_by(_ORDER), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))
+
+
+def _snapshots_from_graphs(graphs: dict[str, pa.Table], cids: list[str]) -> dict[str, Snapshot]:
+    """The snapshots of ``cids`` from graph tables already read (no second store query)."""
+    split: dict[str, dict[str, list[dict[str, Any]]]] = {cid: {} for cid in cids}
+    wanted = pa.array(cids, pa.string())
+    for name, table in graphs.items():
+        part = table.filter(pa.compute.is_in(table.column("graph_conversation_id"), value_set=wanted))
+        keys = part.column("graph_conversation_id").to_pylist()
+        for key, row in zip(keys, snapshot_rows(part, name)):
+            split[key].setdefault(name, []).append(row)
+    return {cid: Snapshot(tables) for cid, tables in split.items()}

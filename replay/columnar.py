@@ -1,0 +1,762 @@
+"""The reference assembler's eleven stages over every request of a chunk at once.
+
+``replay_columnar(graphs, requests, policies)`` gives, for every request, exactly what
+``replay.assembler.assemble`` gives for it (decision, rendering, position, policy_family,
+reason_code and tokens of every record; selection hash, assembled and baseline tokens,
+included and omitted counts of every assembly); tests/unit/test_engine_differential.py
+holds the two against each other. ``detail`` and the decision chain are not produced.
+
+How it is computed:
+
+* DuckDB SQL over the chunk's graph tables (Arrow) expands the (assembly x candidate) rows,
+  one per record of the answer, ordered by (assembly_id, record_kind, record_id), with the
+  facts every stage needs as columns: the branch lineage of each request (a recursive CTE,
+  with the fork cut-offs), the resolved owner and the subagent depth below the requester
+  (a recursive CTE over the runs), call states at the request's time (including "a later
+  identical call succeeded"), whether an artifact was requested before the assembly but
+  written after it, missing memory sources, exact-evidence membership; and three edge
+  lists between rows of one assembly: supersession (both link directions), artifact ->
+  derived memory, conflicts.
+* Stages 1-10 are numpy masks over those rows, policy settings looked up per row through
+  the assembly's policy (each request may have its own): not_yet_created, retention,
+  branch lineage and shared fill, visibility/ownership/owner_unknown/subagent promotion
+  (auto, explicit one level at a time, never), privacy and provider, supersession in both
+  link directions, hidden supersession (a replacement hidden by stages 4-5), conflicts
+  shown on both sides, broken provenance and freshness windows, the rehydration byte
+  budget, raw artifacts waiting for their derived memory, call states and recovery
+  protection, the message window.
+* Stage 11 (the budget) and the two other greedy passes (the rehydration byte budget, the
+  raw artifacts whose memory did not make it into the prompt) are sequential per
+  assembly; they run across all assemblies at once, one numpy step per rank, so the loop
+  count is the largest assembly's size, not the number of records.
+
+What falls back to the oracle (``replay.assembler``, per assembly): an assembly where two
+conflicting memories are both still live after supersession under a policy with
+``contradiction.show_both_sides = false`` (the lower-confidence side is dropped one memory
+at a time in id order, so one drop changes the next comparison). Nothing else does. An
+assembler other than the built-in reference (a plugin, or the reference with
+``invert_supersession``) is not handled here at all: ``replay.engine`` sends it through the
+oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ingest.contract import ENUMS, TABLES, selection_hash
+
+from .assembler import MARKER_TOKENS
+from .policy import Policy
+from .snapshot import GRAPH_TABLES, Snapshot
+
+__all__ = ["ColumnarResult", "graphs_from_snapshots", "replay_columnar", "selection_hashes"]
+
+# kinds in (record_kind) string order, as the oracle sorts its candidates
+KINDS = ("checkpoint", "message", "skill_state", "tool_artifact", "tool_call", "tool_memory")
+K_CKPT, K_MSG, K_SKILL, K_ART, K_CALL, K_MEM = range(6)
+PROMPT_ORDER = np.array([0, 3, 1, 5, 4, 2])  # KIND_ORDER of replay.assembler, by kind code
+
+SCOPES = ENUMS["visibility_scope"]
+PRIVACY = ENUMS["privacy_class"]
+RETENTION = ENUMS["retention_class"]
+FRESH = ENUMS["freshness_class"]
+STATES = ("pending", "failed", "deferred", "succeeded", "resolved")
+ST_SUCCEEDED = STATES.index("succeeded")
+S_AUDIT, S_PRIVATE, S_CONV = (SCOPES.index(s) for s in ("audit_only", "participant_private",
+                                                         "conversation"))
+RANK_KEYS = ("checkpoint", "skill_state", "exact_evidence", "message", "tool_memory",
+             "tool_artifact", "tool_call")
+KIND_RANK_KEY = np.array([RANK_KEYS.index(k) for k in KINDS])
+RK_EXACT = RANK_KEYS.index("exact_evidence")
+
+FAMILIES = ("window", "retention", "branch", "visibility", "ownership", "privacy",
+            "contradiction", "freshness", "promotion", "rehydration", "recovery", "budget")
+REASONS = ("not_yet_created", "retention_removed", "conversation_shared", "sibling_branch",
+           "audit_only", "owner_unknown", "participant_private", "privacy_restricted",
+           "provider_restricted", "superseded", "conflict_both_sides", "stale_marker",
+           "broken_provenance", "stale", "compact_memory", "child_not_promoted",
+           "promoted_child_output", "rehydrated_exact", "byte_budget_exceeded", "lineage",
+           "redundant", "skill_active", "checkpoint_restore", "recovery_protected",
+           "outside_window", "speaker_context", "in_window", "over_budget",
+           "raw_replaced_by_memory")
+RENDERINGS = ENUMS["rendering"]
+F = {name: i for i, name in enumerate(FAMILIES)}
+R = {name: i for i, name in enumerate(REASONS)}
+RD = {name: i for i, name in enumerate(RENDERINGS)}
+MARKERS = (RD["stale_marker"], RD["revalidation_hint"])
+
+_US_PER_HOUR = 3_600_000_000
+
+
+def _code(column: str, values: Sequence[str]) -> str:
+    """SQL: the index of ``column`` in ``values`` (-1 for anything else, null included)."""
+    whens = " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(values))
+    return f"(CASE {column} {whens} ELSE -1 END)::TINYINT"
+
+
+# The candidate rows: (assembly x record), ordered by (assembly, kind, id); a = the assembly's
+# index (assembly ids in sorted order), so the order is the output's (assembly_id, kind, id).
+_CANDIDATES_SQL = f"""
+WITH RECURSIVE
+runs AS (SELECT graph_conversation_id AS cid, model_run_id, branch_id, participant_id,
+                runtime_kind, parent_model_run_id FROM g_model_runs),
+nruns AS (SELECT cid, count(*) AS n FROM runs GROUP BY cid),
+parts AS (SELECT DISTINCT graph_conversation_id AS cid, participant_id FROM g_participants),
+msgs AS (SELECT graph_conversation_id AS cid, message_id, epoch_us(created_at) AS created_us
+         FROM g_messages),
+br AS (SELECT graph_conversation_id AS cid, branch_id, parent_branch_id, fork_message_id,
+              epoch_us(created_at) AS created_us FROM g_branches),
+nbr AS (SELECT cid, count(*) AS n FROM br GROUP BY cid),
+-- the lineage of each requesting branch: each branch with the cut-off after which its
+-- records are not inherited (null for the requesting branch itself)
+lin_walk(cid, start, branch, cutoff, d) AS (
+    SELECT DISTINCT cid, branch, branch, NULL::BIGINT, 0 FROM req
+    UNION ALL
+    SELECT l.cid, l.start, b.parent_branch_id,
+           CASE WHEN l.cutoff IS NULL OR coalesce(f.created_us, b.created_us) < l.cutoff
+                THEN coalesce(f.created_us, b.created_us) ELSE l.cutoff END,
+           l.d + 1
+    FROM lin_walk l
+    JOIN br b ON b.cid = l.cid AND b.branch_id = l.branch
+    JOIN br p ON p.cid = b.cid AND p.branch_id = b.parent_branch_id
+    LEFT JOIN msgs f ON f.cid = b.cid AND f.message_id = b.fork_message_id
+    JOIN nbr ON nbr.cid = l.cid
+    WHERE l.d <= nbr.n
+),
+lin AS (SELECT cid, start, branch, cutoff FROM lin_walk
+        QUALIFY row_number() OVER (PARTITION BY cid, start, branch ORDER BY d) = 1),
+-- subagent chains: run r0 (a subagent child) up through its parents while they are
+-- subagent children; the depth below a participant is the first level run by them
+anc(cid, start, cur, d) AS (
+    SELECT cid, model_run_id, model_run_id, 0 FROM runs WHERE runtime_kind = 'subagent_child'
+    UNION ALL
+    SELECT a.cid, a.start, r.parent_model_run_id, a.d + 1
+    FROM anc a
+    JOIN runs r ON r.cid = a.cid AND r.model_run_id = a.cur AND r.runtime_kind = 'subagent_child'
+    JOIN runs p ON p.cid = r.cid AND p.model_run_id = r.parent_model_run_id
+    JOIN nruns ON nruns.cid = a.cid
+    WHERE a.d <= nruns.n
+),
+childd AS (SELECT a.cid, a.start, p.participant_id AS who, min(a.d) AS depth
+           FROM anc a JOIN runs p ON p.cid = a.cid AND p.model_run_id = a.cur
+           WHERE a.d >= 1 GROUP BY ALL),
+calls AS (
+    SELECT c.graph_conversation_id AS cid, c.tool_call_id, c.model_run_id, c.tool_name,
+           c.arguments_json, c.status, epoch_us(c.requested_at) AS req_us,
+           epoch_us(c.completed_at) AS done_us, r.branch_id AS run_branch
+    FROM g_tool_calls c JOIN runs r
+      ON r.cid = c.graph_conversation_id AND r.model_run_id = c.model_run_id),
+-- a failed call is resolved once a later identical call has succeeded: the earliest such
+-- success
+fixes AS (
+    SELECT a.cid, a.tool_call_id, min(b.done_us) AS fix_us
+    FROM calls a JOIN calls b
+      ON b.cid = a.cid AND b.tool_name IS NOT DISTINCT FROM a.tool_name
+     AND b.arguments_json IS NOT DISTINCT FROM a.arguments_json
+     AND b.req_us > a.req_us AND b.status = 'succeeded' AND b.done_us IS NOT NULL
+    WHERE a.status = 'failed' GROUP BY ALL),
+callx AS (SELECT c.*, f.fix_us FROM calls c
+          LEFT JOIN fixes f ON f.cid = c.cid AND f.tool_call_id = c.tool_call_id),
+arts AS (SELECT graph_conversation_id AS cid, artifact_id FROM g_tool_artifacts),
+missing AS (
+    SELECT DISTINCT s.cid, s.memory_id
+    FROM (SELECT graph_conversation_id AS cid, memory_id, unnest(source_artifact_ids) AS src
+          FROM g_tool_memories) s
+    ANTI JOIN arts a ON a.cid = s.cid AND a.artifact_id = s.src),
+pool AS (
+    SELECT graph_conversation_id AS cid, 'message' AS kind, message_id AS rid,
+           epoch_us(created_at) AS enter_us, epoch_us(created_at) AS created_us,
+           content_tokens AS tokens, branch_id AS branch, participant_id AS owner0,
+           model_run_id AS orun, visibility_scope AS scope, role, participant_id AS mpart
+    FROM g_messages
+    UNION ALL BY NAME
+    SELECT cid, 'tool_call' AS kind, tool_call_id AS rid, req_us AS enter_us,
+           req_us AS created_us, 12 + coalesce(length(arguments_json), 0) // 4 AS tokens,
+           run_branch AS branch, model_run_id AS orun, 'participant_private' AS scope,
+           status AS cstatus, done_us, fix_us, true AS has_call
+    FROM callx
+    UNION ALL BY NAME
+    SELECT a.graph_conversation_id AS cid, 'tool_artifact' AS kind, a.artifact_id AS rid,
+           CASE WHEN c.req_us IS NOT NULL AND c.req_us < epoch_us(a.created_at) THEN c.req_us
+                ELSE epoch_us(a.created_at) END AS enter_us,
+           epoch_us(a.created_at) AS created_us, a.content_tokens AS tokens,
+           a.branch_id AS branch, a.owner_participant_id AS owner0,
+           a.owner_model_run_id AS orun, a.visibility_scope AS scope, a.shared_with AS shared,
+           a.privacy_class AS privacy, a.retention_class AS retention, a.status AS astatus,
+           a.byte_size, c.status AS cstatus, c.done_us, c.fix_us,
+           c.tool_call_id IS NOT NULL AS has_call
+    FROM g_tool_artifacts a
+    LEFT JOIN callx c ON c.cid = a.graph_conversation_id AND c.tool_call_id = a.tool_call_id
+    UNION ALL BY NAME
+    SELECT m.graph_conversation_id AS cid, 'tool_memory' AS kind, m.memory_id AS rid,
+           epoch_us(m.created_at) AS enter_us, epoch_us(m.created_at) AS created_us,
+           m.content_tokens AS tokens, m.branch_id AS branch, m.owner_participant_id AS owner0,
+           m.owner_model_run_id AS orun, m.visibility_scope AS scope,
+           m.privacy_class AS privacy, m.confidence AS conf, m.freshness_class AS fclass,
+           epoch_us(m.observed_at) AS obs_us, m.promotion_policy AS promo, m.promoted,
+           x.memory_id IS NOT NULL AS missing
+    FROM g_tool_memories m
+    LEFT JOIN missing x ON x.cid = m.graph_conversation_id AND x.memory_id = m.memory_id),
+owned AS (
+    SELECT p.*, pp.participant_id AS owner, r.participant_id AS orun_part
+    FROM pool p
+    LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
+    LEFT JOIN parts pp ON pp.cid = p.cid AND pp.participant_id = coalesce(p.owner0, r.participant_id)),
+expanded AS (
+    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.exact, p.*
+    FROM req q JOIN owned p ON p.cid = q.cid AND p.enter_us <= q.at_us
+    UNION ALL BY NAME
+    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.cid, 'skill_state' AS kind,
+           s.skill_state_id AS rid, epoch_us(s.created_at) AS created_us,
+           s.content_tokens AS tokens, q.branch AS branch
+    FROM req q JOIN g_skill_states s
+      ON s.graph_conversation_id = q.cid AND s.model_run_id = q.run
+     AND epoch_us(s.created_at) <= q.at_us
+    UNION ALL BY NAME
+    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.cid, 'checkpoint' AS kind,
+           k.checkpoint_id AS rid, epoch_us(k.created_at) AS created_us,
+           k.content_tokens AS tokens, q.branch AS branch
+    FROM req q JOIN g_checkpoints k
+      ON k.graph_conversation_id = q.cid AND k.model_run_id = q.run
+     AND epoch_us(k.created_at) <= q.at_us)
+SELECT e.a, e.cid, e.kind, e.rid,
+       {_code('e.kind', KINDS)} AS k,
+       e.created_us, e.tokens::BIGINT AS tokens,
+       coalesce(l.branch IS NOT NULL AND (l.cutoff IS NULL OR e.created_us <= l.cutoff), false) AS on_lineage,
+       coalesce(e.branch = e.req_branch, false) AS same_branch,
+       {_code('e.scope', SCOPES)} AS scope,
+       e.owner IS NULL AS owner_null,
+       coalesce(e.owner = e.me, false) AS owner_me,
+       coalesce(list_contains(e.shared, e.me), false) AS shared_me,
+       coalesce(CASE WHEN e.orun_part IS DISTINCT FROM e.me THEN cd.depth END, 0)::INTEGER AS depth,
+       {_code('e.privacy', PRIVACY)} AS privacy,
+       {_code('e.retention', RETENTION)} AS retention,
+       coalesce(e.astatus = 'succeeded', false) AS settled,
+       coalesce(e.byte_size, 0)::BIGINT AS byte_size,
+       coalesce(list_contains(e.exact, e.rid), false) AS exact,
+       {_code('''CASE WHEN NOT coalesce(e.has_call, false) THEN e.astatus
+              WHEN e.done_us IS NULL OR e.done_us > e.at_us
+                   THEN CASE WHEN e.cstatus = 'deferred' THEN 'deferred' ELSE 'pending' END
+              WHEN e.cstatus = 'failed'
+                   THEN CASE WHEN e.fix_us <= e.at_us THEN 'resolved' ELSE 'failed' END
+              ELSE e.cstatus END''', STATES)} AS state,
+       coalesce(e.conf, 0)::DOUBLE AS conf,
+       {_code('e.fclass', FRESH)} AS fclass,
+       coalesce(e.at_us - e.obs_us, 0)::BIGINT AS age_us,
+       {_code('e.promo', ENUMS['promotion_policy'])} AS promo,
+       coalesce(e.promoted, false) AS promoted,
+       coalesce(e.missing, false) AS missing,
+       coalesce(e.role = 'assistant', false) AS assistant,
+       e.mpart IS NOT DISTINCT FROM e.me AS said_by_me
+FROM expanded e
+LEFT JOIN lin l ON l.cid = e.cid AND l.start = e.req_branch AND l.branch = e.branch
+LEFT JOIN childd cd ON cd.cid = e.cid AND cd.start = e.orun AND cd.who = e.me
+ORDER BY e.a, e.kind, e.rid
+"""
+
+# edges between candidate rows of one assembly (row numbers of ``cand``)
+_EDGES_SQL = """
+WITH mems AS (SELECT graph_conversation_id AS cid, memory_id, superseded_by, supersedes,
+                     source_artifact_ids, conflicts_with FROM g_tool_memories),
+links AS (
+    SELECT cid, memory_id AS old, superseded_by AS new FROM mems WHERE superseded_by IS NOT NULL
+    UNION
+    SELECT cid, unnest(supersedes) AS old, memory_id AS new FROM mems),
+derived AS (SELECT DISTINCT cid, unnest(source_artifact_ids) AS art, memory_id FROM mems),
+conflicts AS (SELECT DISTINCT cid, memory_id AS mine, unnest(conflicts_with) AS peer FROM mems),
+m AS (SELECT row, a, cid, rid FROM cand WHERE kind = 'tool_memory'),
+t AS (SELECT row, a, cid, rid FROM cand WHERE kind = 'tool_artifact')
+SELECT 0 AS edge, o.row AS src, n.row AS dst FROM links l
+    JOIN m o ON o.cid = l.cid AND o.rid = l.old JOIN m n ON n.a = o.a AND n.rid = l.new
+    WHERE l.old <> l.new
+UNION ALL
+SELECT 1, t.row, m.row FROM derived d
+    JOIN t ON t.cid = d.cid AND t.rid = d.art JOIN m ON m.a = t.a AND m.rid = d.memory_id
+UNION ALL
+SELECT 2, o.row, p.row FROM conflicts c
+    JOIN m o ON o.cid = c.cid AND o.rid = c.mine JOIN m p ON p.a = o.a AND p.rid = c.peer
+    WHERE c.mine <> c.peer
+ORDER BY 1, 2, 3
+"""
+
+
+@dataclass(frozen=True)
+class ColumnarResult:
+    """``records``: the REPLAY_COLUMNS rows of the assemblies computed here, ordered by
+    (assembly_id, record_kind, record_id); ``assemblies``: one row per request given (the
+    engine's ASSEMBLY_COLUMNS without policy_version, in the requests' order), null for
+    a request in ``fallback``; ``fallback``: the request indexes the oracle must assemble."""
+
+    records: pa.Table
+    assemblies: pa.Table
+    fallback: list[int]
+
+
+def _policy_tables(policies: list[Policy]) -> dict[str, np.ndarray]:
+    """Per-policy settings as arrays indexed by policy number (and by an enum code, with a
+    last column standing for any code not in the enum)."""
+    def table(values: Sequence[str], pick: Any) -> np.ndarray:
+        out = np.zeros((len(policies), len(values) + 1), dtype=bool)
+        for i, p in enumerate(policies):
+            chosen = set(pick(p))
+            out[i, :len(values)] = [v in chosen for v in values]
+        return out
+
+    windows = np.full((len(policies), len(FRESH) + 1), -1, dtype=np.int64)
+    ranks = np.zeros((len(policies), len(RANK_KEYS)), dtype=np.int64)
+    for i, p in enumerate(policies):
+        for j, cls in enumerate(FRESH):
+            w = p.freshness.window(cls)
+            windows[i, j] = -1 if w is None else w * _US_PER_HOUR
+        order = {k: n for n, k in enumerate(p.ranking.order)}
+        ranks[i] = [order.get(k, len(order)) for k in RANK_KEYS]
+
+    def col(get: Any, dtype: Any = bool) -> np.ndarray:
+        return np.array([get(p) for p in policies], dtype=dtype)
+
+    return {
+        "removed": table(RETENTION, lambda p: p.retention.removed_classes),
+        "raw_blocked": table(PRIVACY, lambda p: p.privacy.raw_blocked_classes),
+        "protected": table(STATES, lambda p: p.recovery.protected_states),
+        "windows": windows,
+        "ranks": ranks,
+        "lineage_only": col(lambda p: p.branch.lineage_only),
+        "shared_fill": col(lambda p: p.branch.shared_fill),
+        "audit_excluded": col(lambda p: p.visibility.audit_only_excluded),
+        "isolation": col(lambda p: p.ownership.participant_isolation),
+        "omit_obsolete": col(lambda p: p.contradiction.supersession == "omit_obsolete"),
+        "both_sides": col(lambda p: p.contradiction.show_both_sides),
+        "stale_mark": col(lambda p: p.freshness.stale_action == "mark"),
+        "broken_mark": col(lambda p: p.freshness.broken_provenance == "mark"),
+        "promotion": col(lambda p: ("auto", "explicit", "never").index(p.ownership.child_promotion),
+                         np.int64),
+        "byte_budget": col(lambda p: p.rehydration.byte_budget, np.int64),
+        "exact_trigger": col(lambda p: p.rehydration.trigger == "exact_evidence"),
+        "max_messages": col(lambda p: p.window.max_messages, np.int64),
+        "token_budget": col(lambda p: p.budget.token_budget, np.int64),
+        "reserve": col(lambda p: p.budget.reserve_tokens, np.int64),
+    }
+
+
+def _groups(a: np.ndarray, order: np.ndarray, n_assemblies: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``order`` (sorted by assembly first): each row's rank within its assembly,
+    and each assembly's row count."""
+    counts = np.bincount(a[order], minlength=n_assemblies)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rank = np.arange(len(order)) - np.repeat(starts, counts)
+    return rank, counts
+
+
+def _greedy(a: np.ndarray, order: np.ndarray, size: np.ndarray, used: np.ndarray,
+            cap: np.ndarray, cut_kind: np.ndarray | None = None) -> np.ndarray:
+    """A sequential "take what fits, skip what does not" per assembly, over rows ``order``
+    (each assembly's rows in its own ranking order), for all assemblies at once: one numpy
+    step per rank. ``used`` (per assembly) is updated in place. With ``cut_kind``, once a
+    row of that kind does not fit, every later row of that kind is refused as well (the
+    history keeps no holes). Returns whether each row of ``order`` fits."""
+    n_a = len(used)
+    fits = np.zeros(len(order), dtype=bool)
+    if not len(order):
+        return fits
+    rank, counts = _groups(a, order, n_a)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    by_size = np.argsort(-counts, kind="stable")
+    sizes = counts[by_size]
+    cut = np.zeros(n_a, dtype=bool)
+    for k in range(int(sizes[0])):
+        groups = by_size[:int(np.searchsorted(-sizes, -k, side="left"))]  # sizes > k
+        pos = starts[groups] + k
+        rows = order[pos]
+        t = size[rows]
+        ok = used[groups] + t <= cap[groups]
+        if cut_kind is not None:
+            is_cut = cut_kind[rows]
+            blocked = is_cut & cut[groups]
+            ok &= ~blocked
+            cut[groups[is_cut & ~ok & ~blocked]] = True
+        used[groups[ok]] += t[ok]
+        fits[pos] = ok
+    return fits
+
+
+def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
+                    policies: Sequence[Policy]) -> ColumnarResult:
+    """Every request (context_assemblies rows, with conversation_id) replayed under its
+    policy (``policies[i]`` for ``requests`` row i). ``graphs``: the graph tables of the
+    requests' conversations with ``graph_conversation_id`` (``Store.conversation_graphs``)."""
+    n_req = requests.num_rows
+    ids = requests.column("assembly_id")
+    by_id = np.asarray(pa.compute.sort_indices(ids)) if n_req else np.zeros(0, np.int64)
+    a_of_req = np.empty(n_req, dtype=np.int64)
+    a_of_req[by_id] = np.arange(n_req)
+    distinct: dict[int, int] = {}
+    pol_list: list[Policy] = []
+    pidx_req = np.zeros(n_req, dtype=np.int64)
+    for i, p in enumerate(policies):
+        if id(p) not in distinct:
+            distinct[id(p)] = len(pol_list)
+            pol_list.append(p)
+        pidx_req[i] = distinct[id(p)]
+    P = _policy_tables(pol_list) if pol_list else {}
+    # per assembly (index a = rank of its id), in sorted-id order
+    pidx = pidx_req[by_id]
+    req_a = requests.take(pa.array(by_id, pa.int64()))
+    at_us = np.asarray(req_a.column("assembled_at").cast(pa.timestamp("us", "UTC"))
+                       .cast(pa.int64()).fill_null(0), dtype=np.int64)
+    providers = [(p or "").lower() for p in req_a.column("provider").to_pylist()]
+    blocked_here = np.zeros((n_req, len(PRIVACY) + 1), dtype=bool)
+    rules: dict[tuple[int, str], np.ndarray] = {}
+    for a_i, (pi, prov) in enumerate(zip(pidx.tolist(), providers)):
+        row = rules.get((pi, prov))
+        if row is None:
+            rule = pol_list[pi].privacy.rule_for(prov)
+            chosen = set(rule.blocked_classes) if rule is not None else set()
+            row = rules[(pi, prov)] = np.array([v in chosen for v in PRIVACY] + [False])
+        blocked_here[a_i] = row
+    autonomous = np.asarray(pa.compute.equal(req_a.column("runtime_kind"), "autonomous_discussion")
+                            .fill_null(False), dtype=bool)
+    limit_col = req_a.column("context_limit").cast(pa.int64())
+    has_limit = np.asarray(limit_col.is_valid(), dtype=bool)
+    limit = np.asarray(limit_col.fill_null(0), dtype=np.int64)
+
+    con = duckdb.connect()
+    try:
+        for name in GRAPH_TABLES:
+            con.register(f"g_{name}", graphs[name])
+        req_sql = pa.table({
+            "a": pa.array(np.arange(n_req), pa.int64()),
+            "cid": req_a.column("conversation_id"),
+            "run": req_a.column("model_run_id"),
+            "branch": req_a.column("branch_id"),
+            "me": req_a.column("participant_id"),
+            "at_us": pa.array(at_us, pa.int64()),
+            "exact": req_a.column("exact_evidence_ids"),
+        })
+        con.register("req", req_sql)
+        con.execute("CREATE TEMP TABLE cand AS SELECT row_number() OVER (ORDER BY a, kind, rid) - 1 "
+                    f"AS row, * FROM ({_CANDIDATES_SQL})")
+        cand = con.sql("SELECT * FROM cand ORDER BY row").to_arrow_table()
+        edges = con.sql(_EDGES_SQL).to_arrow_table()
+    finally:
+        con.close()
+    return _stages(cand, edges, req_a.column("assembly_id"), a_of_req, pidx, P, at_us,
+                   blocked_here, autonomous, has_limit, limit)
+
+
+def _np(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy()
+
+
+def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray,
+            pidx: np.ndarray, P: dict[str, np.ndarray], at_us: np.ndarray,
+            blocked_here: np.ndarray, autonomous: np.ndarray, has_limit: np.ndarray,
+            limit: np.ndarray) -> ColumnarResult:
+    n = cand.num_rows
+    n_a = len(ids)
+    a = _np(cand, "a").astype(np.int64)
+    k = _np(cand, "k").astype(np.int64)
+    created = _np(cand, "created_us")
+    tokens = _np(cand, "tokens").astype(np.int64)
+    scope = _np(cand, "scope").astype(np.int64)
+    privacy = _np(cand, "privacy").astype(np.int64)
+    state = _np(cand, "state").astype(np.int64)
+    pol = pidx[a] if n else np.zeros(0, np.int64)
+    is_msg, is_call, is_art, is_mem = (k == K_MSG), (k == K_CALL), (k == K_ART), (k == K_MEM)
+    is_skill, is_ckpt = (k == K_SKILL), (k == K_CKPT)
+
+    alive = np.ones(n, dtype=bool)
+    step = np.zeros(n, dtype=np.int8)
+    fam = np.zeros(n, dtype=np.int8)
+    reason = np.zeros(n, dtype=np.int8)
+    rend = np.full(n, -1, dtype=np.int8)
+
+    def add(mask: np.ndarray, st: int, family: str, code: str, deny: bool) -> None:
+        step[mask] = st
+        fam[mask] = F[family]
+        reason[mask] = R[code]
+        if deny:
+            alive[mask] = False
+
+    e_kind = _np(edges, "edge") if edges.num_rows else np.zeros(0, np.int64)
+    e_src = _np(edges, "src").astype(np.int64) if edges.num_rows else np.zeros(0, np.int64)
+    e_dst = _np(edges, "dst").astype(np.int64) if edges.num_rows else np.zeros(0, np.int64)
+    sup_src, sup_dst = e_src[e_kind == 0], e_dst[e_kind == 0]
+    der_src, der_dst = e_src[e_kind == 1], e_dst[e_kind == 1]
+    con_src, con_dst = e_src[e_kind == 2], e_dst[e_kind == 2]
+
+    def any_edge(src: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, dtype=bool)
+        out[src[ok]] = True
+        return out
+
+    # 1 not yet created
+    add(created > at_us[a], 1, "window", "not_yet_created", True)
+    # 2 retention
+    add(alive & is_art & P["removed"][pol, _np(cand, "retention")], 2, "retention",
+        "retention_removed", True)
+    # 3 branch lineage, and the history-replay baseline
+    on = _np(cand, "on_lineage")
+    base = on & (created <= at_us[a]) & (is_msg | is_call | is_art)
+    baseline_tokens = np.bincount(a[base], weights=tokens[base], minlength=n_a).astype(np.int64)
+    off = alive & ~on & P["lineage_only"][pol]
+    fill = off & is_mem & (scope == S_CONV) & P["shared_fill"][pol]
+    add(fill, 3, "branch", "conversation_shared", False)
+    add(off & ~fill, 3, "branch", "sibling_branch", True)
+    # 4 visibility and ownership
+    m4 = alive & ~(is_skill | is_ckpt)
+    audit = m4 & (scope == S_AUDIT) & P["audit_excluded"][pol]
+    add(audit, 4, "visibility", "audit_only", True)
+    m4 &= ~audit
+    unknown = m4 & (scope == S_PRIVATE) & _np(cand, "owner_null")
+    add(unknown, 4, "ownership", "owner_unknown", True)
+    m4 &= ~unknown
+    depth = _np(cand, "depth").astype(np.int64)
+    child = m4 & (depth > 0)
+    m4 &= ~child
+    add(m4 & (scope == S_PRIVATE) & ~_np(cand, "owner_me") & ~_np(cand, "shared_me")
+        & P["isolation"][pol], 4, "ownership", "participant_private", True)
+    # 5 privacy and provider
+    m5 = alive & (is_art | is_mem)
+    raw = m5 & is_art & P["raw_blocked"][pol, privacy]
+    add(raw, 5, "privacy", "privacy_restricted", True)
+    add(m5 & ~raw & blocked_here[a, privacy], 5, "privacy", "provider_restricted", True)
+    hidden45 = ~alive & ((step == 4) | (step == 5))
+    # 6 contradiction and supersession
+    live_mem = alive & is_mem
+    superseded = any_edge(sup_src, live_mem[sup_src] & live_mem[sup_dst])
+    add(superseded & P["omit_obsolete"][pol], 6, "contradiction", "superseded", True)
+    conflict = con_src[alive[con_src] & alive[con_dst]]
+    both = P["both_sides"][pol[conflict]]
+    fallback = np.unique(a[conflict[~both]])
+    shown_both = np.zeros(n, dtype=bool)
+    shown_both[conflict[both]] = True
+    add(shown_both, 6, "contradiction", "conflict_both_sides", False)
+    hidden = alive & is_mem & any_edge(sup_src, hidden45[sup_dst])
+    mark = hidden & P["stale_mark"][pol]
+    add(mark, 6, "contradiction", "stale_marker", False)
+    rend[mark] = RD["stale_marker"]
+    add(hidden & ~mark, 6, "contradiction", "superseded", True)
+    # 7 freshness and provenance
+    m7 = alive & is_mem
+    broken = m7 & _np(cand, "missing")
+    bmark = broken & P["broken_mark"][pol]
+    add(bmark, 7, "freshness", "stale_marker", False)
+    rend[bmark] = RD["revalidation_hint"]
+    add(broken & ~bmark, 7, "freshness", "broken_provenance", True)
+    m7 &= ~broken
+    window = P["windows"][pol, _np(cand, "fclass").astype(np.int64)]
+    stale = m7 & (window >= 0) & (_np(cand, "age_us") > window)
+    smark = stale & P["stale_mark"][pol]
+    add(smark, 7, "freshness", "stale_marker", False)
+    rend[smark] = RD["stale_marker"]
+    add(stale & ~smark, 7, "freshness", "stale", True)
+    add(m7 & ~stale & (step == 0), 7, "freshness", "compact_memory", False)
+    # 8 promotion and rehydration
+    live8 = alive.copy()
+    ch = live8 & child
+    mode = P["promotion"][pol]
+    ok = is_mem & (_np(cand, "promo") != 2) & ((mode == 0) | ((mode == 1) & _np(cand, "promoted")))
+    one_level_only = ch & ok & (mode == 1) & (depth > 1)
+    promoted = ch & ok & ~one_level_only
+    add(ch & ~promoted, 8, "promotion", "child_not_promoted", True)
+    add(promoted, 8, "promotion", "promoted_child_output", False)
+    rend[promoted & (rend < 0)] = RD["compact_memory"]
+    art8 = live8 & ~child & is_art
+    settled = _np(cand, "settled")
+    exact = art8 & settled & _np(cand, "exact") & P["exact_trigger"][pol]
+    ex_rows = np.flatnonzero(exact)  # in (assembly, id) order: the byte budget's order
+    byte_used = np.zeros(n_a, dtype=np.int64)
+    fit = _greedy(a, ex_rows, _np(cand, "byte_size").astype(np.int64), byte_used,
+                  P["byte_budget"][pidx] if n_a else byte_used)
+    rehydrated = np.zeros(n, dtype=bool)
+    rehydrated[ex_rows[fit]] = True
+    add(rehydrated, 8, "rehydration", "rehydrated_exact", False)
+    rend[rehydrated] = RD["rehydrated_raw"]
+    add(exact & ~rehydrated, 8, "rehydration", "byte_budget_exceeded", True)
+    has_derived = any_edge(der_src, np.ones(len(der_src), dtype=bool))
+    waiting = art8 & settled & ~exact & has_derived
+    alive[waiting] = False
+    reference = art8 & settled & ~exact & ~has_derived
+    add(reference, 8, "rehydration", "lineage", False)
+    rend[reference] = RD["reference"]
+    add(live8 & ~child & is_call & (state == ST_SUCCEEDED), 8, "rehydration", "redundant", True)
+    # 9 recovery protection
+    m9 = alive.copy()
+    add(m9 & is_skill, 9, "recovery", "skill_active", False)
+    add(m9 & is_ckpt, 9, "recovery", "checkpoint_restore", False)
+    rend[m9 & (is_skill | is_ckpt)] = RD["summary"]
+    work = m9 & (is_call | is_art)
+    protected = work & P["protected"][pol, state]
+    add(protected, 9, "recovery", "recovery_protected", False)
+    rend[protected] = RD["verbatim"]
+    add(work & ~protected & (is_call | ~settled), 9, "recovery", "redundant", True)
+    # 10 window: the newest max_messages live messages
+    msg_rows = np.flatnonzero(alive & is_msg)
+    rid_rank = _rid_rank(cand)
+    if len(msg_rows):
+        order = msg_rows[np.lexsort((-rid_rank[msg_rows], -created[msg_rows], a[msg_rows]))]
+        rank, _ = _groups(a, order, n_a)
+        outside = rank >= P["max_messages"][pol[order]]
+        add(_mask(n, order[outside]), 10, "window", "outside_window", True)
+        inside = order[~outside]
+        speaker = autonomous[a[inside]] & _np(cand, "assistant")[inside] & ~_np(cand, "said_by_me")[inside]
+        same = _np(cand, "same_branch")[inside]
+        add(_mask(n, inside[speaker]), 10, "window", "speaker_context", False)
+        add(_mask(n, inside[~speaker & same]), 10, "window", "in_window", False)
+        add(_mask(n, inside[~speaker & ~same]), 10, "window", "lineage", False)
+        rend[inside] = RD["verbatim"]
+    # 11 budget
+    budget = P["token_budget"][pidx] if n_a else np.zeros(0, np.int64)
+    budget = np.where(has_limit & (limit < budget), limit, budget)
+    available = budget - (P["reserve"][pidx] if n_a else 0)
+
+    def shown() -> np.ndarray:
+        return np.where(np.isin(rend, MARKERS), np.minimum(tokens, MARKER_TOKENS), tokens)
+
+    keep = alive & protected
+    used = np.bincount(a[keep], weights=shown()[keep], minlength=n_a).astype(np.int64)
+    rest = alive & ~protected
+    rend[rest & (rend < 0)] = np.where(is_mem, RD["compact_memory"], RD["verbatim"])[rest & (rend < 0)]
+    rows = np.flatnonzero(rest)
+    if len(rows):
+        key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[k])
+        keyrank = P["ranks"][pol, key]
+        conf = np.where(is_mem, -_np(cand, "conf"), 0.0)
+        order = rows[np.lexsort((rid_rank[rows], -created[rows], conf[rows], keyrank[rows], a[rows]))]
+        fits = _greedy(a, order, shown(), used, available, cut_kind=is_msg)
+        add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
+    # raw artifacts with a derived memory: replaced only by a memory that is in the prompt,
+    # else shown as a reference if what the budget has left allows
+    replaced = waiting & any_edge(der_src, alive[der_dst])
+    add(replaced, 8, "rehydration", "raw_replaced_by_memory", False)
+    alive[replaced] = False
+    late = np.flatnonzero(waiting & ~replaced)
+    if len(late):
+        alive[late] = True
+        add(_mask(n, late), 8, "rehydration", "lineage", False)
+        rend[late] = RD["reference"]
+        fits = _greedy(a, late, tokens, used, available)
+        add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
+    add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
+
+    return _finish(cand, ids, a_of_req, a, k, created, rid_rank, tokens, alive, fam, reason,
+                   rend, shown(), baseline_tokens, fallback)
+
+
+def _mask(n: int, rows: np.ndarray) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[rows] = True
+    return out
+
+
+def _rid_rank(cand: pa.Table) -> np.ndarray:
+    """Each row's record id as a rank in code point order (the oracle's string order)."""
+    rid = cand.column("rid")
+    if not cand.num_rows:
+        return np.zeros(0, dtype=np.int64)
+    enc = pa.compute.dictionary_encode(rid).combine_chunks()
+    dict_order = np.asarray(pa.compute.sort_indices(enc.dictionary))
+    rank_of = np.empty(len(dict_order), dtype=np.int64)
+    rank_of[dict_order] = np.arange(len(dict_order))
+    return rank_of[enc.indices.to_numpy()]
+
+
+def _strings(codes: np.ndarray, names: Sequence[str], valid: np.ndarray | None = None) -> pa.Array:
+    idx = pa.array(np.where(codes < 0, 0, codes).astype(np.int32),
+                   mask=None if valid is None else ~valid)
+    return pa.DictionaryArray.from_arrays(idx, pa.array(list(names), pa.string())).cast(pa.string())
+
+
+def _finish(cand: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray, k: np.ndarray,
+            created: np.ndarray, rid_rank: np.ndarray, tokens: np.ndarray, alive: np.ndarray,
+            fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
+            baseline_tokens: np.ndarray, fallback: np.ndarray) -> ColumnarResult:
+    n = cand.num_rows
+    n_a = len(ids)
+    position = np.zeros(n, dtype=np.int64)
+    inc = np.flatnonzero(alive)
+    if len(inc):
+        order = inc[np.lexsort((rid_rank[inc], created[inc], PROMPT_ORDER[k[inc]], a[inc]))]
+        rank, _ = _groups(a, order, n_a)
+        position[order] = rank
+    final_tokens = np.where(alive, shown, tokens)
+    keep = np.ones(n, dtype=bool)
+    if len(fallback):
+        keep = ~np.isin(a, fallback)
+    records = pa.table({
+        "assembly_id": ids.take(pa.array(a, pa.int64())),
+        "record_kind": cand.column("kind"),
+        "record_id": cand.column("rid"),
+        "decision": _strings(np.where(alive, 0, 1), ("included", "omitted")),
+        "rendering": _strings(rend, RENDERINGS, alive),
+        "position": pa.array(position, pa.int64(), mask=~alive),
+        "policy_family": _strings(fam, FAMILIES),
+        "reason_code": _strings(reason, REASONS),
+        "tokens": pa.array(final_tokens, pa.int64()),
+    })
+    included = np.bincount(a[alive], minlength=n_a).astype(np.int64)
+    total = np.bincount(a, minlength=n_a).astype(np.int64)
+    assembled = np.bincount(a[alive], weights=final_tokens[alive], minlength=n_a).astype(np.int64)
+    if not keep.all():
+        records = records.filter(pa.array(keep))
+    return ColumnarResult(
+        records=records,
+        assemblies=pa.table({
+            "assembly_id": ids.take(pa.array(a_of_req, pa.int64())),
+            "assembled_tokens": pa.array(assembled[a_of_req], pa.int64()),
+            "baseline_tokens": pa.array(baseline_tokens[a_of_req], pa.int64()),
+            "included_count": pa.array(included[a_of_req], pa.int64()),
+            "omitted_count": pa.array((total - included)[a_of_req], pa.int64()),
+        }),
+        fallback=sorted(np.flatnonzero(np.isin(a_of_req, fallback)).tolist()),
+    )
+
+
+def selection_hashes(records: pa.Table, assembly_ids: Sequence[str]) -> dict[str, str]:
+    """The selection hash of each of ``assembly_ids`` from ``records`` (REPLAY_COLUMNS,
+    ordered by assembly, kind, id). The one place the hash is computed for a columnar
+    replay, so a columnar hash can replace it."""
+    out: dict[str, str] = {}
+    cols = [records.column(c).to_pylist() for c in
+            ("record_kind", "record_id", "decision", "rendering", "position")]
+    ids = records.column("assembly_id").to_pylist()
+    rows = list(zip(*cols))
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[start]:
+            out[ids[start]] = selection_hash(rows[start:i])
+            start = i
+    for aid in assembly_ids:
+        if aid not in out:
+            out[aid] = selection_hash([])
+    return out
+
+
+def graphs_from_snapshots(snapshots: dict[str, Snapshot]) -> dict[str, pa.Table]:
+    """Snapshots (conversation id -> Snapshot, as ``load_snapshots`` gives) as the Arrow
+    graph tables ``replay_columnar`` reads, each row tagged with its conversation."""
+    out: dict[str, pa.Table] = {}
+    for name in GRAPH_TABLES:
+        rows: list[dict[str, Any]] = []
+        tags: list[str] = []
+        for cid, snap in snapshots.items():
+            for row in snap.tables.get(name, []):
+                rows.append(row)
+                tags.append(cid)
+        table = _to_arrow(name, rows)
+        out[name] = table.append_column("graph_conversation_id", pa.array(tags, pa.string()))
+    return out
+
+
+_ARROW = {"str": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(),
+          "bool": pa.bool_(), "ts": pa.timestamp("us", tz="UTC"), "list": pa.list_(pa.string())}
+
+
+def _to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    cols = TABLES[name].columns
+    return pa.table({c.name: pa.array([r.get(c.name) for r in rows], _ARROW[c.kind]) for c in cols})
