@@ -83,7 +83,14 @@ class Replayed:
 def chunks(store: "Store", flt: "AssemblyFilter | str | None" = None,
            conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> Iterator[Chunk]:
     """The requests matching ``flt`` in chunks of at most ``conversations_per_chunk``
-    conversations of one export, read from the store as they are needed."""
+    conversations of one export, read from the store as they are needed (on a cursor of
+    their own, so the store answers other queries, such as a chunk's graph, meanwhile)."""
+    with store.cursor() as reader:
+        yield from _chunks(reader, flt, conversations_per_chunk)
+
+
+def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
+            conversations_per_chunk: int) -> Iterator[Chunk]:
     pending: list[pa.RecordBatch] = []
     conversations: list[str] = []
     export: str | None = None
