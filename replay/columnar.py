@@ -47,6 +47,7 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.contract import ENUMS, TABLES, selection_hash
 
@@ -99,52 +100,17 @@ def _code(column: str, values: Sequence[str]) -> str:
     return f"(CASE {column} {whens} ELSE -1 END)::TINYINT"
 
 
-# The candidate rows: (assembly x record), ordered by (assembly, kind, id); a = the assembly's
-# index (assembly ids in sorted order), so the order is the output's (assembly_id, kind, id).
-_CANDIDATES_SQL = f"""
-WITH RECURSIVE
-runs AS (SELECT graph_conversation_id AS cid, model_run_id, branch_id, participant_id,
-                runtime_kind, parent_model_run_id FROM g_model_runs),
-nruns AS (SELECT cid, count(*) AS n FROM runs GROUP BY cid),
+# Every record any request of the chunk could see, once per conversation ("sources"): the
+# conversation's messages, tool calls, artifacts and memories, and the skill states and
+# checkpoints of each run; with the facts of the record alone (owner, call, provenance).
+# Ordered by (conversation, kind, run of a skill state or checkpoint, id), so one request's
+# candidates are four ranges of it (its run's checkpoints, the messages, its run's skill
+# states, the artifacts, calls and memories), each already in (kind, id) order.
+_SOURCES_SQL = f"""
+WITH
+runs AS (SELECT graph_conversation_id AS cid, model_run_id, branch_id, participant_id
+         FROM g_model_runs),
 parts AS (SELECT DISTINCT graph_conversation_id AS cid, participant_id FROM g_participants),
-msgs AS (SELECT graph_conversation_id AS cid, message_id, epoch_us(created_at) AS created_us
-         FROM g_messages),
-br AS (SELECT graph_conversation_id AS cid, branch_id, parent_branch_id, fork_message_id,
-              epoch_us(created_at) AS created_us FROM g_branches),
-nbr AS (SELECT cid, count(*) AS n FROM br GROUP BY cid),
--- the lineage of each requesting branch: each branch with the cut-off after which its
--- records are not inherited (null for the requesting branch itself)
-lin_walk(cid, start, branch, cutoff, d) AS (
-    SELECT DISTINCT cid, branch, branch, NULL::BIGINT, 0 FROM req
-    UNION ALL
-    SELECT l.cid, l.start, b.parent_branch_id,
-           CASE WHEN l.cutoff IS NULL OR coalesce(f.created_us, b.created_us) < l.cutoff
-                THEN coalesce(f.created_us, b.created_us) ELSE l.cutoff END,
-           l.d + 1
-    FROM lin_walk l
-    JOIN br b ON b.cid = l.cid AND b.branch_id = l.branch
-    JOIN br p ON p.cid = b.cid AND p.branch_id = b.parent_branch_id
-    LEFT JOIN msgs f ON f.cid = b.cid AND f.message_id = b.fork_message_id
-    JOIN nbr ON nbr.cid = l.cid
-    WHERE l.d <= nbr.n
-),
-lin AS (SELECT cid, start, branch, cutoff FROM lin_walk
-        QUALIFY row_number() OVER (PARTITION BY cid, start, branch ORDER BY d) = 1),
--- subagent chains: run r0 (a subagent child) up through its parents while they are
--- subagent children; the depth below a participant is the first level run by them
-anc(cid, start, cur, d) AS (
-    SELECT cid, model_run_id, model_run_id, 0 FROM runs WHERE runtime_kind = 'subagent_child'
-    UNION ALL
-    SELECT a.cid, a.start, r.parent_model_run_id, a.d + 1
-    FROM anc a
-    JOIN runs r ON r.cid = a.cid AND r.model_run_id = a.cur AND r.runtime_kind = 'subagent_child'
-    JOIN runs p ON p.cid = r.cid AND p.model_run_id = r.parent_model_run_id
-    JOIN nruns ON nruns.cid = a.cid
-    WHERE a.d <= nruns.n
-),
-childd AS (SELECT a.cid, a.start, p.participant_id AS who, min(a.d) AS depth
-           FROM anc a JOIN runs p ON p.cid = a.cid AND p.model_run_id = a.cur
-           WHERE a.d >= 1 GROUP BY ALL),
 calls AS (
     SELECT c.graph_conversation_id AS cid, c.tool_call_id, c.model_run_id, c.tool_name,
            c.arguments_json, c.status, epoch_us(c.requested_at) AS req_us,
@@ -162,12 +128,12 @@ fixes AS (
     WHERE a.status = 'failed' GROUP BY ALL),
 callx AS (SELECT c.*, f.fix_us FROM calls c
           LEFT JOIN fixes f ON f.cid = c.cid AND f.tool_call_id = c.tool_call_id),
-arts AS (SELECT graph_conversation_id AS cid, artifact_id FROM g_tool_artifacts),
 missing AS (
     SELECT DISTINCT s.cid, s.memory_id
     FROM (SELECT graph_conversation_id AS cid, memory_id, unnest(source_artifact_ids) AS src
           FROM g_tool_memories) s
-    ANTI JOIN arts a ON a.cid = s.cid AND a.artifact_id = s.src),
+    ANTI JOIN (SELECT graph_conversation_id AS cid, artifact_id FROM g_tool_artifacts) a
+      ON a.cid = s.cid AND a.artifact_id = s.src),
 pool AS (
     SELECT graph_conversation_id AS cid, 'message' AS kind, message_id AS rid,
            epoch_us(created_at) AS enter_us, epoch_us(created_at) AS created_us,
@@ -201,86 +167,141 @@ pool AS (
            epoch_us(m.observed_at) AS obs_us, m.promotion_policy AS promo, m.promoted,
            x.memory_id IS NOT NULL AS missing
     FROM g_tool_memories m
-    LEFT JOIN missing x ON x.cid = m.graph_conversation_id AND x.memory_id = m.memory_id),
-owned AS (
-    SELECT p.*, pp.participant_id AS owner, r.participant_id AS orun_part
-    FROM pool p
-    LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
-    LEFT JOIN parts pp ON pp.cid = p.cid AND pp.participant_id = coalesce(p.owner0, r.participant_id)),
-expanded AS (
-    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.exact, p.*
-    FROM req q JOIN owned p ON p.cid = q.cid AND p.enter_us <= q.at_us
+    LEFT JOIN missing x ON x.cid = m.graph_conversation_id AND x.memory_id = m.memory_id
     UNION ALL BY NAME
-    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.cid, 'skill_state' AS kind,
-           s.skill_state_id AS rid, epoch_us(s.created_at) AS created_us,
-           s.content_tokens AS tokens, q.branch AS branch
-    FROM req q JOIN g_skill_states s
-      ON s.graph_conversation_id = q.cid AND s.model_run_id = q.run
-     AND epoch_us(s.created_at) <= q.at_us
+    SELECT graph_conversation_id AS cid, 'skill_state' AS kind, skill_state_id AS rid,
+           model_run_id AS grp_run, epoch_us(created_at) AS enter_us,
+           epoch_us(created_at) AS created_us, content_tokens AS tokens
+    FROM g_skill_states
     UNION ALL BY NAME
-    SELECT q.a, q.me, q.branch AS req_branch, q.at_us, q.cid, 'checkpoint' AS kind,
-           k.checkpoint_id AS rid, epoch_us(k.created_at) AS created_us,
-           k.content_tokens AS tokens, q.branch AS branch
-    FROM req q JOIN g_checkpoints k
-      ON k.graph_conversation_id = q.cid AND k.model_run_id = q.run
-     AND epoch_us(k.created_at) <= q.at_us)
-SELECT e.a, e.cid, e.kind, e.rid,
-       {_code('e.kind', KINDS)} AS k,
-       e.created_us, e.tokens::BIGINT AS tokens,
-       coalesce(l.branch IS NOT NULL AND (l.cutoff IS NULL OR e.created_us <= l.cutoff), false) AS on_lineage,
-       coalesce(e.branch = e.req_branch, false) AS same_branch,
-       {_code('e.scope', SCOPES)} AS scope,
-       e.owner IS NULL AS owner_null,
-       coalesce(e.owner = e.me, false) AS owner_me,
-       coalesce(list_contains(e.shared, e.me), false) AS shared_me,
-       coalesce(CASE WHEN e.orun_part IS DISTINCT FROM e.me THEN cd.depth END, 0)::INTEGER AS depth,
-       {_code('e.privacy', PRIVACY)} AS privacy,
-       {_code('e.retention', RETENTION)} AS retention,
-       coalesce(e.astatus = 'succeeded', false) AS settled,
-       coalesce(e.byte_size, 0)::BIGINT AS byte_size,
-       coalesce(list_contains(e.exact, e.rid), false) AS exact,
-       {_code('''CASE WHEN NOT coalesce(e.has_call, false) THEN e.astatus
-              WHEN e.done_us IS NULL OR e.done_us > e.at_us
-                   THEN CASE WHEN e.cstatus = 'deferred' THEN 'deferred' ELSE 'pending' END
-              WHEN e.cstatus = 'failed'
-                   THEN CASE WHEN e.fix_us <= e.at_us THEN 'resolved' ELSE 'failed' END
-              ELSE e.cstatus END''', STATES)} AS state,
-       coalesce(e.conf, 0)::DOUBLE AS conf,
-       {_code('e.fclass', FRESH)} AS fclass,
-       coalesce(e.at_us - e.obs_us, 0)::BIGINT AS age_us,
-       {_code('e.promo', ENUMS['promotion_policy'])} AS promo,
-       coalesce(e.promoted, false) AS promoted,
-       coalesce(e.missing, false) AS missing,
-       coalesce(e.role = 'assistant', false) AS assistant,
-       e.mpart IS NOT DISTINCT FROM e.me AS said_by_me
-FROM expanded e
-LEFT JOIN lin l ON l.cid = e.cid AND l.start = e.req_branch AND l.branch = e.branch
-LEFT JOIN childd cd ON cd.cid = e.cid AND cd.start = e.orun AND cd.who = e.me
-ORDER BY e.a, e.kind, e.rid
+    SELECT graph_conversation_id AS cid, 'checkpoint' AS kind, checkpoint_id AS rid,
+           model_run_id AS grp_run, epoch_us(created_at) AS enter_us,
+           epoch_us(created_at) AS created_us, content_tokens AS tokens
+    FROM g_checkpoints)
+SELECT row_number() OVER (ORDER BY p.cid, p.kind, p.grp_run NULLS FIRST, p.rid) - 1 AS src,
+       p.cid, p.kind, p.rid, p.grp_run,
+       {_code('p.kind', KINDS)} AS k,
+       p.enter_us, p.created_us, p.tokens::BIGINT AS tokens, p.branch,
+       pp.participant_id AS owner, p.orun, r.participant_id AS orun_part, p.mpart, p.shared,
+       {_code('p.scope', SCOPES)} AS scope,
+       {_code('p.privacy', PRIVACY)} AS privacy,
+       {_code('p.retention', RETENTION)} AS retention,
+       coalesce(p.astatus = 'succeeded', false) AS settled,
+       {_code('p.astatus', STATES)} AS astatus,
+       coalesce(p.byte_size, 0)::BIGINT AS byte_size,
+       coalesce(p.has_call, false) AS has_call,
+       {_code('p.cstatus', STATES)} AS cstatus,
+       p.done_us, p.fix_us,
+       coalesce(p.conf, 0)::DOUBLE AS conf,
+       {_code('p.fclass', FRESH)} AS fclass,
+       p.obs_us,
+       {_code('p.promo', ENUMS['promotion_policy'])} AS promo,
+       coalesce(p.promoted, false) AS promoted,
+       coalesce(p.missing, false) AS missing,
+       coalesce(p.role = 'assistant', false) AS assistant
+FROM pool p
+LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
+LEFT JOIN parts pp ON pp.cid = p.cid AND pp.participant_id = coalesce(p.owner0, r.participant_id)
+ORDER BY src
 """
 
-# edges between candidate rows of one assembly (row numbers of ``cand``)
-_EDGES_SQL = """
+# the four source ranges of each request: its run's checkpoints, the conversation's
+# messages, its run's skill states, the conversation's artifacts, calls and memories
+_RANGES_SQL = """
+WITH g AS (SELECT cid, CASE WHEN kind IN ('message') THEN 1
+                            WHEN kind IN ('tool_artifact', 'tool_call', 'tool_memory') THEN 3
+                            WHEN kind = 'checkpoint' THEN 0 ELSE 2 END AS seg,
+                  grp_run, min(src) AS lo, max(src) + 1 AS hi
+           FROM src GROUP BY ALL)
+SELECT q.a,
+       coalesce(c.lo, 0) AS c_lo, coalesce(c.hi, 0) AS c_hi,
+       coalesce(m.lo, 0) AS m_lo, coalesce(m.hi, 0) AS m_hi,
+       coalesce(s.lo, 0) AS s_lo, coalesce(s.hi, 0) AS s_hi,
+       coalesce(t.lo, 0) AS t_lo, coalesce(t.hi, 0) AS t_hi
+FROM req q
+LEFT JOIN g c ON c.cid = q.cid AND c.seg = 0 AND c.grp_run = q.run
+LEFT JOIN g m ON m.cid = q.cid AND m.seg = 1
+LEFT JOIN g s ON s.cid = q.cid AND s.seg = 2 AND s.grp_run = q.run
+LEFT JOIN g t ON t.cid = q.cid AND t.seg = 3
+ORDER BY q.a
+"""
+
+# the lineage of each requesting branch: each branch with the cut-off after which its
+# records are not inherited (null for the requesting branch itself)
+_LINEAGE_SQL = """
+WITH RECURSIVE
+br AS (SELECT graph_conversation_id AS cid, branch_id, parent_branch_id, fork_message_id,
+              epoch_us(created_at) AS created_us FROM g_branches),
+nbr AS (SELECT cid, count(*) AS n FROM br GROUP BY cid),
+msgs AS (SELECT graph_conversation_id AS cid, message_id, epoch_us(created_at) AS created_us
+         FROM g_messages),
+walk(cid, start, branch, cutoff, d) AS (
+    SELECT DISTINCT cid, branch, branch, NULL::BIGINT, 0 FROM req
+    UNION ALL
+    SELECT l.cid, l.start, b.parent_branch_id,
+           CASE WHEN l.cutoff IS NULL OR coalesce(f.created_us, b.created_us) < l.cutoff
+                THEN coalesce(f.created_us, b.created_us) ELSE l.cutoff END,
+           l.d + 1
+    FROM walk l
+    JOIN br b ON b.cid = l.cid AND b.branch_id = l.branch
+    JOIN br p ON p.cid = b.cid AND p.branch_id = b.parent_branch_id
+    LEFT JOIN msgs f ON f.cid = b.cid AND f.message_id = b.fork_message_id
+    JOIN nbr ON nbr.cid = l.cid
+    WHERE l.d <= nbr.n)
+SELECT cid, start, branch, cutoff FROM walk
+QUALIFY row_number() OVER (PARTITION BY cid, start, branch ORDER BY d) = 1
+"""
+
+# subagent chains: run r0 (a subagent child) up through its parents while they are
+# subagent children; its depth below a participant is the first level that participant runs
+_CHILD_SQL = """
+WITH RECURSIVE
+runs AS (SELECT graph_conversation_id AS cid, model_run_id, participant_id, runtime_kind,
+                parent_model_run_id FROM g_model_runs),
+nruns AS (SELECT cid, count(*) AS n FROM runs GROUP BY cid),
+anc(cid, start, cur, d) AS (
+    SELECT cid, model_run_id, model_run_id, 0 FROM runs WHERE runtime_kind = 'subagent_child'
+    UNION ALL
+    SELECT a.cid, a.start, r.parent_model_run_id, a.d + 1
+    FROM anc a
+    JOIN runs r ON r.cid = a.cid AND r.model_run_id = a.cur AND r.runtime_kind = 'subagent_child'
+    JOIN runs p ON p.cid = r.cid AND p.model_run_id = r.parent_model_run_id
+    JOIN nruns ON nruns.cid = a.cid
+    WHERE a.d <= nruns.n)
+SELECT a.cid, a.start, p.participant_id AS who, min(a.d) AS depth
+FROM anc a JOIN runs p ON p.cid = a.cid AND p.model_run_id = a.cur
+WHERE a.d >= 1 GROUP BY ALL
+"""
+
+# exact evidence: (request, source artifact) pairs
+_EXACT_SQL = """
+SELECT q.a, s.src FROM (SELECT a, cid, unnest(exact) AS rid FROM req) q
+JOIN src s ON s.cid = q.cid AND s.kind = 'tool_artifact' AND s.rid = q.rid
+"""
+
+# links between sources of one conversation: supersession (old -> new, from both sides of
+# the link), artifact -> derived memory, memory -> conflicting memory
+_LINKS_SQL = """
 WITH mems AS (SELECT graph_conversation_id AS cid, memory_id, superseded_by, supersedes,
                      source_artifact_ids, conflicts_with FROM g_tool_memories),
-links AS (
-    SELECT cid, memory_id AS old, superseded_by AS new FROM mems WHERE superseded_by IS NOT NULL
+pairs AS (
+    SELECT 0 AS edge, cid, memory_id AS x, superseded_by AS y FROM mems WHERE superseded_by IS NOT NULL
     UNION
-    SELECT cid, unnest(supersedes) AS old, memory_id AS new FROM mems),
-derived AS (SELECT DISTINCT cid, unnest(source_artifact_ids) AS art, memory_id FROM mems),
-conflicts AS (SELECT DISTINCT cid, memory_id AS mine, unnest(conflicts_with) AS peer FROM mems),
-m AS (SELECT row, a, cid, rid FROM cand WHERE kind = 'tool_memory'),
-t AS (SELECT row, a, cid, rid FROM cand WHERE kind = 'tool_artifact')
-SELECT 0 AS edge, o.row AS src, n.row AS dst FROM links l
-    JOIN m o ON o.cid = l.cid AND o.rid = l.old JOIN m n ON n.a = o.a AND n.rid = l.new
-    WHERE l.old <> l.new
+    SELECT 0, cid, unnest(supersedes), memory_id FROM mems
+    UNION
+    SELECT 1, cid, unnest(source_artifact_ids), memory_id FROM mems
+    UNION
+    SELECT 2, cid, memory_id, unnest(conflicts_with) FROM mems),
+m AS (SELECT src, cid, rid FROM src WHERE kind = 'tool_memory'),
+t AS (SELECT src, cid, rid FROM src WHERE kind = 'tool_artifact')
+SELECT p.edge, o.src AS x, n.src AS y FROM pairs p
+JOIN m o ON p.edge <> 1 AND o.cid = p.cid AND o.rid = p.x
+JOIN m n ON n.cid = p.cid AND n.rid = p.y
+WHERE p.x <> p.y
 UNION ALL
-SELECT 1, t.row, m.row FROM derived d
-    JOIN t ON t.cid = d.cid AND t.rid = d.art JOIN m ON m.a = t.a AND m.rid = d.memory_id
-UNION ALL
-SELECT 2, o.row, p.row FROM conflicts c
-    JOIN m o ON o.cid = c.cid AND o.rid = c.mine JOIN m p ON p.a = o.a AND p.rid = c.peer
-    WHERE c.mine <> c.peer
+SELECT 1, t.src, n.src FROM pairs p
+JOIN t ON p.edge = 1 AND t.cid = p.cid AND t.rid = p.x
+JOIN m n ON n.cid = p.cid AND n.rid = p.y
 ORDER BY 1, 2, 3
 """
 
@@ -389,82 +410,237 @@ def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
     """Every request (context_assemblies rows, with conversation_id) replayed under its
     policy (``policies[i]`` for ``requests`` row i). ``graphs``: the graph tables of the
     requests' conversations with ``graph_conversation_id`` (``Store.conversation_graphs``)."""
-    n_req = requests.num_rows
+    n_a = requests.num_rows
     ids = requests.column("assembly_id")
-    by_id = np.asarray(pa.compute.sort_indices(ids)) if n_req else np.zeros(0, np.int64)
-    a_of_req = np.empty(n_req, dtype=np.int64)
-    a_of_req[by_id] = np.arange(n_req)
+    by_id = np.asarray(pc.sort_indices(ids), dtype=np.int64)
+    a_of_req = np.empty(n_a, dtype=np.int64)
+    a_of_req[by_id] = np.arange(n_a)
     distinct: dict[int, int] = {}
     pol_list: list[Policy] = []
-    pidx_req = np.zeros(n_req, dtype=np.int64)
+    pidx_req = np.zeros(n_a, dtype=np.int64)
     for i, p in enumerate(policies):
         if id(p) not in distinct:
             distinct[id(p)] = len(pol_list)
             pol_list.append(p)
         pidx_req[i] = distinct[id(p)]
-    P = _policy_tables(pol_list) if pol_list else {}
-    # per assembly (index a = rank of its id), in sorted-id order
+    P = _policy_tables(pol_list)
+    # per assembly: index a is the rank of its id, so (a, kind, id) is the output's order
     pidx = pidx_req[by_id]
     req_a = requests.take(pa.array(by_id, pa.int64()))
-    at_us = np.asarray(req_a.column("assembled_at").cast(pa.timestamp("us", "UTC"))
-                       .cast(pa.int64()).fill_null(0), dtype=np.int64)
-    providers = [(p or "").lower() for p in req_a.column("provider").to_pylist()]
-    blocked_here = np.zeros((n_req, len(PRIVACY) + 1), dtype=bool)
-    rules: dict[tuple[int, str], np.ndarray] = {}
-    for a_i, (pi, prov) in enumerate(zip(pidx.tolist(), providers)):
-        row = rules.get((pi, prov))
-        if row is None:
-            rule = pol_list[pi].privacy.rule_for(prov)
-            chosen = set(rule.blocked_classes) if rule is not None else set()
-            row = rules[(pi, prov)] = np.array([v in chosen for v in PRIVACY] + [False])
-        blocked_here[a_i] = row
-    autonomous = np.asarray(pa.compute.equal(req_a.column("runtime_kind"), "autonomous_discussion")
-                            .fill_null(False), dtype=bool)
+    at_us = _ints(req_a.column("assembled_at").cast(pa.timestamp("us", "UTC")).cast(pa.int64()), 0)
     limit_col = req_a.column("context_limit").cast(pa.int64())
-    has_limit = np.asarray(limit_col.is_valid(), dtype=bool)
-    limit = np.asarray(limit_col.fill_null(0), dtype=np.int64)
+    A = {
+        "pidx": pidx, "at": at_us,
+        "blocked_here": _provider_rules(pol_list, pidx, req_a.column("provider")),
+        "autonomous": _ints(pc.equal(req_a.column("runtime_kind"), "autonomous_discussion"), False)
+        .astype(bool),
+        "has_limit": np.asarray(limit_col.is_valid(), dtype=bool),
+        "limit": _ints(limit_col, 0),
+    }
 
     con = duckdb.connect()
     try:
         for name in GRAPH_TABLES:
             con.register(f"g_{name}", graphs[name])
-        req_sql = pa.table({
-            "a": pa.array(np.arange(n_req), pa.int64()),
+        con.register("req", pa.table({
+            "a": pa.array(np.arange(n_a), pa.int64()),
             "cid": req_a.column("conversation_id"),
             "run": req_a.column("model_run_id"),
             "branch": req_a.column("branch_id"),
-            "me": req_a.column("participant_id"),
-            "at_us": pa.array(at_us, pa.int64()),
             "exact": req_a.column("exact_evidence_ids"),
-        })
-        con.register("req", req_sql)
-        con.execute("CREATE TEMP TABLE cand AS SELECT row_number() OVER (ORDER BY a, kind, rid) - 1 "
-                    f"AS row, * FROM ({_CANDIDATES_SQL})")
-        cand = con.sql("SELECT * FROM cand ORDER BY row").to_arrow_table()
-        edges = con.sql(_EDGES_SQL).to_arrow_table()
+        }))
+        con.execute(f"CREATE TEMP TABLE src AS {_SOURCES_SQL}")
+        src = con.sql("SELECT * FROM src ORDER BY src").to_arrow_table()
+        ranges = con.sql(_RANGES_SQL).to_arrow_table()
+        lineage = con.sql(_LINEAGE_SQL).to_arrow_table()
+        children = con.sql(_CHILD_SQL).to_arrow_table()
+        exact = con.sql(_EXACT_SQL).to_arrow_table()
+        links = con.sql(_LINKS_SQL).to_arrow_table()
     finally:
         con.close()
-    return _stages(cand, edges, req_a.column("assembly_id"), a_of_req, pidx, P, at_us,
-                   blocked_here, autonomous, has_limit, limit)
+    c = _expand(src, ranges, lineage, children, exact, req_a, at_us)
+    e_kind, x, y = (_ints(links.column(n), 0) for n in ("edge", "x", "y"))
+    edges = [_row_edges(x[e_kind == i], y[e_kind == i], c["a"], c["src"], src.num_rows)
+             for i in range(3)]
+    return _stages(c, edges, req_a.column("assembly_id"), a_of_req, P, A)
 
 
-def _np(table: pa.Table, name: str) -> np.ndarray:
-    return table.column(name).to_numpy()
+def _ints(column: Any, null: Any) -> np.ndarray:
+    """An Arrow column as a numpy array, nulls replaced by ``null``."""
+    return np.asarray(pc.fill_null(column, null).to_numpy(zero_copy_only=False))
 
 
-def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray,
-            pidx: np.ndarray, P: dict[str, np.ndarray], at_us: np.ndarray,
-            blocked_here: np.ndarray, autonomous: np.ndarray, has_limit: np.ndarray,
-            limit: np.ndarray) -> ColumnarResult:
-    n = cand.num_rows
+class _Codes:
+    """One integer code per distinct string of a few Arrow columns (null: -1), so that
+    strings of different tables compare as integers."""
+
+    def __init__(self, *columns: Any) -> None:
+        parts = [pa.chunked_array(c) if not isinstance(c, pa.ChunkedArray) else c for c in columns]
+        values = pa.chunked_array([ch for p in parts for ch in p.cast(pa.string()).chunks],
+                                  type=pa.string())
+        self.values = pc.unique(values).drop_null() if len(values) else pa.array([], pa.string())
+        self.size = len(self.values) + 1
+
+    def __call__(self, column: Any) -> np.ndarray:
+        if not len(column):
+            return np.zeros(0, dtype=np.int64)
+        return _ints(pc.index_in(column, value_set=self.values), -1).astype(np.int64)
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each key, whether ``table_keys`` holds it and at which index (table_keys sorted)."""
+    if not len(table_keys):
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+    pos = np.searchsorted(table_keys, keys)
+    pos = np.minimum(pos, len(table_keys) - 1)
+    return table_keys[pos] == keys, pos
+
+
+def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Table,
+            exact: pa.Table, req: pa.Table, at_us: np.ndarray) -> dict[str, Any]:
+    """The candidate rows (assembly x source), in (assembly, kind, id) order, with every
+    column the stages read."""
+    n_a = req.num_rows
+    lo = np.stack([_ints(ranges.column(f"{s}_lo"), 0) for s in "cmst"], axis=1).ravel()
+    hi = np.stack([_ints(ranges.column(f"{s}_hi"), 0) for s in "cmst"], axis=1).ravel()
+    length = hi - lo
+    total = int(length.sum())
+    offsets = np.cumsum(length) - length
+    srcidx = np.arange(total, dtype=np.int64) - np.repeat(offsets - lo, length)
+    a = np.repeat(np.repeat(np.arange(n_a, dtype=np.int64), 4), length)
+    enter = _ints(src.column("enter_us"), np.iinfo(np.int64).max)
+    keep = enter[srcidx] <= at_us[a]
+    srcidx, a = srcidx[keep], a[keep]
+
+    def col(name: str, null: Any = 0) -> np.ndarray:
+        return _ints(src.column(name), null)[srcidx]
+
+    k = col("k", -1).astype(np.int64)
+    own = (k == K_SKILL) | (k == K_CKPT)  # the request's own run: its branch, always on lineage
+    created = col("created_us")
+    branches = _Codes(src.column("branch"), req.column("branch_id"), lineage.column("start"),
+                      lineage.column("branch"))
+    b_src = branches(src.column("branch"))[srcidx]
+    b_req = branches(req.column("branch_id"))[a]
+    lin_keys = branches(lineage.column("start")) * branches.size + branches(lineage.column("branch"))
+    order = np.argsort(lin_keys, kind="stable")
+    found, pos = _lookup(b_req * branches.size + b_src, lin_keys[order])
+    cutoffs = _ints(lineage.column("cutoff"), np.iinfo(np.int64).max)[order]
+    cutoff = cutoffs[pos] if len(cutoffs) else np.zeros(len(pos), np.int64)
+    on = own | (found & (created <= cutoff))
+
+    shared = src.column("shared")
+    people = _Codes(src.column("owner"), src.column("mpart"), src.column("orun_part"),
+                    req.column("participant_id"), children.column("who"),
+                    pc.list_flatten(shared) if len(shared) else pa.array([], pa.string()))
+    me = people(req.column("participant_id"))[a]
+    owner = people(src.column("owner"))[srcidx]
+    src_ids = np.arange(src.num_rows, dtype=np.int64)
+    if len(shared):
+        flat = pc.list_flatten(shared)
+        parents = np.asarray(pc.list_parent_indices(shared).to_numpy(), dtype=np.int64)
+        share_keys = np.sort(src_ids[parents] * people.size + people(flat))
+    else:
+        share_keys = np.zeros(0, dtype=np.int64)
+    shared_me, _ = _lookup(srcidx * people.size + me, share_keys)
+
+    runs = _Codes(src.column("orun"), children.column("start"))
+    child_keys = runs(children.column("start")) * people.size + people(children.column("who"))
+    corder = np.argsort(child_keys, kind="stable")
+    orun = runs(src.column("orun"))[srcidx]
+    hit, cpos = _lookup(orun * people.size + me, child_keys[corder])
+    depths = _ints(children.column("depth"), 0)[corder] if children.num_rows else np.zeros(1, np.int64)
+    depth = np.where(hit & (orun >= 0) & (people(src.column("orun_part"))[srcidx] != me),
+                     depths[cpos], 0)
+
+    exact_keys = np.sort(_ints(exact.column("a"), 0) * src.num_rows + _ints(exact.column("src"), 0))
+    is_exact, _ = _lookup(a * src.num_rows + srcidx, exact_keys)
+
+    # a call's state at the request's time (an artifact without its call: its own status)
+    at = at_us[a]
+    never = np.iinfo(np.int64).max
+    cstatus = col("cstatus", -1)
+    open_ = col("done_us", never) > at
+    state = np.where(open_, np.where(cstatus == STATES.index("deferred"), STATES.index("deferred"),
+                                     STATES.index("pending")),
+                     np.where(cstatus == STATES.index("failed"),
+                              np.where(col("fix_us", never) <= at, STATES.index("resolved"),
+                                       STATES.index("failed")),
+                              cstatus))
+    state = np.where(col("has_call", False), state, col("astatus", -1))
+
+    return {
+        "a": a, "src": srcidx, "k": k, "created_us": created, "tokens": col("tokens"),
+        "on_lineage": on, "same_branch": own | (b_src == b_req),
+        "scope": col("scope", -1).astype(np.int64), "owner_null": owner < 0,
+        "owner_me": (owner >= 0) & (owner == me), "shared_me": shared_me, "depth": depth,
+        "privacy": col("privacy", -1).astype(np.int64),
+        "retention": col("retention", -1).astype(np.int64),
+        "settled": col("settled", False), "byte_size": col("byte_size"), "exact": is_exact,
+        "state": state.astype(np.int64), "conf": col("conf", 0.0),
+        "fclass": col("fclass", -1).astype(np.int64), "age_us": at - col("obs_us", 0),
+        "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
+        "missing": col("missing", False), "assistant": col("assistant", False),
+        "said_by_me": people(src.column("mpart"))[srcidx] == me,
+        "rid_rank": _rid_rank(src.column("rid"))[srcidx],
+        "kind": src.column("kind"), "rid": src.column("rid"),
+    }
+
+
+def _row_edges(x: np.ndarray, y: np.ndarray, a: np.ndarray, srcidx: np.ndarray,
+               n_src: int) -> tuple[np.ndarray, np.ndarray]:
+    """Links between sources (x -> y) as links between candidate rows of one assembly:
+    for every row of a source x, the row of y in the same assembly, if y is a candidate."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(x) or not len(a):
+        return empty, empty
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    degree = np.bincount(x, minlength=n_src)
+    first = np.cumsum(degree) - degree
+    d = degree[srcidx]
+    rows = np.flatnonzero(d)
+    if not len(rows):
+        return empty, empty
+    dd = d[rows]
+    rep = np.repeat(rows, dd)
+    nth = np.arange(int(dd.sum())) - np.repeat(np.cumsum(dd) - dd, dd)
+    targets = a[rep] * n_src + y[first[srcidx[rep]] + nth]
+    found, pos = _lookup(targets, a * n_src + srcidx)  # row keys increase with the row
+    return rep[found], pos[found]
+
+
+def _provider_rules(policies: list[Policy], pidx: np.ndarray, providers: Any) -> np.ndarray:
+    """Per assembly, the privacy classes its policy blocks for its provider (any case)."""
+    names = [p.lower() for p in pc.unique(pc.fill_null(providers, "")).to_pylist()]
+    lowered = pc.utf8_lower(pc.fill_null(providers, ""))
+    codes = _Codes(pa.chunked_array([pa.array(names, pa.string())]))
+    prov = codes(lowered)
+    table = np.zeros((max(len(policies), 1) * codes.size, len(PRIVACY) + 1), dtype=bool)
+    for pi, policy in enumerate(policies):
+        for name in names:
+            rule = policy.privacy.rule_for(name)
+            if rule is not None:
+                row = pi * codes.size + int(codes(pa.array([name]))[0])
+                table[row, :len(PRIVACY)] = [v in set(rule.blocked_classes) for v in PRIVACY]
+    return table[pidx * codes.size + prov]
+
+
+def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
+            ids: pa.ChunkedArray, a_of_req: np.ndarray, P: dict[str, np.ndarray],
+            A: dict[str, np.ndarray]) -> ColumnarResult:
+    """The eleven stages over the candidate rows (``_expand``); ``A``: per-assembly arrays."""
+    pidx, at_us, blocked_here, autonomous = A["pidx"], A["at"], A["blocked_here"], A["autonomous"]
+    has_limit, limit = A["has_limit"], A["limit"]
+    n = len(cand["a"])
     n_a = len(ids)
-    a = _np(cand, "a").astype(np.int64)
-    k = _np(cand, "k").astype(np.int64)
-    created = _np(cand, "created_us")
-    tokens = _np(cand, "tokens").astype(np.int64)
-    scope = _np(cand, "scope").astype(np.int64)
-    privacy = _np(cand, "privacy").astype(np.int64)
-    state = _np(cand, "state").astype(np.int64)
+    a = cand["a"]
+    k = cand["k"]
+    created = cand["created_us"]
+    tokens = cand["tokens"].astype(np.int64)
+    scope = cand["scope"]
+    privacy = cand["privacy"]
+    state = cand["state"]
     pol = pidx[a] if n else np.zeros(0, np.int64)
     is_msg, is_call, is_art, is_mem = (k == K_MSG), (k == K_CALL), (k == K_ART), (k == K_MEM)
     is_skill, is_ckpt = (k == K_SKILL), (k == K_CKPT)
@@ -482,12 +658,7 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
         if deny:
             alive[mask] = False
 
-    e_kind = _np(edges, "edge") if edges.num_rows else np.zeros(0, np.int64)
-    e_src = _np(edges, "src").astype(np.int64) if edges.num_rows else np.zeros(0, np.int64)
-    e_dst = _np(edges, "dst").astype(np.int64) if edges.num_rows else np.zeros(0, np.int64)
-    sup_src, sup_dst = e_src[e_kind == 0], e_dst[e_kind == 0]
-    der_src, der_dst = e_src[e_kind == 1], e_dst[e_kind == 1]
-    con_src, con_dst = e_src[e_kind == 2], e_dst[e_kind == 2]
+    (sup_src, sup_dst), (der_src, der_dst), (con_src, con_dst) = edges
 
     def any_edge(src: np.ndarray, ok: np.ndarray) -> np.ndarray:
         out = np.zeros(n, dtype=bool)
@@ -497,10 +668,10 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     # 1 not yet created
     add(created > at_us[a], 1, "window", "not_yet_created", True)
     # 2 retention
-    add(alive & is_art & P["removed"][pol, _np(cand, "retention")], 2, "retention",
+    add(alive & is_art & P["removed"][pol, cand["retention"]], 2, "retention",
         "retention_removed", True)
     # 3 branch lineage, and the history-replay baseline
-    on = _np(cand, "on_lineage")
+    on = cand["on_lineage"]
     base = on & (created <= at_us[a]) & (is_msg | is_call | is_art)
     baseline_tokens = np.bincount(a[base], weights=tokens[base], minlength=n_a).astype(np.int64)
     off = alive & ~on & P["lineage_only"][pol]
@@ -512,13 +683,13 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     audit = m4 & (scope == S_AUDIT) & P["audit_excluded"][pol]
     add(audit, 4, "visibility", "audit_only", True)
     m4 &= ~audit
-    unknown = m4 & (scope == S_PRIVATE) & _np(cand, "owner_null")
+    unknown = m4 & (scope == S_PRIVATE) & cand["owner_null"]
     add(unknown, 4, "ownership", "owner_unknown", True)
     m4 &= ~unknown
-    depth = _np(cand, "depth").astype(np.int64)
+    depth = cand["depth"].astype(np.int64)
     child = m4 & (depth > 0)
     m4 &= ~child
-    add(m4 & (scope == S_PRIVATE) & ~_np(cand, "owner_me") & ~_np(cand, "shared_me")
+    add(m4 & (scope == S_PRIVATE) & ~cand["owner_me"] & ~cand["shared_me"]
         & P["isolation"][pol], 4, "ownership", "participant_private", True)
     # 5 privacy and provider
     m5 = alive & (is_art | is_mem)
@@ -543,14 +714,14 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     add(hidden & ~mark, 6, "contradiction", "superseded", True)
     # 7 freshness and provenance
     m7 = alive & is_mem
-    broken = m7 & _np(cand, "missing")
+    broken = m7 & cand["missing"]
     bmark = broken & P["broken_mark"][pol]
     add(bmark, 7, "freshness", "stale_marker", False)
     rend[bmark] = RD["revalidation_hint"]
     add(broken & ~bmark, 7, "freshness", "broken_provenance", True)
     m7 &= ~broken
-    window = P["windows"][pol, _np(cand, "fclass").astype(np.int64)]
-    stale = m7 & (window >= 0) & (_np(cand, "age_us") > window)
+    window = P["windows"][pol, cand["fclass"].astype(np.int64)]
+    stale = m7 & (window >= 0) & (cand["age_us"] > window)
     smark = stale & P["stale_mark"][pol]
     add(smark, 7, "freshness", "stale_marker", False)
     rend[smark] = RD["stale_marker"]
@@ -560,18 +731,18 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     live8 = alive.copy()
     ch = live8 & child
     mode = P["promotion"][pol]
-    ok = is_mem & (_np(cand, "promo") != 2) & ((mode == 0) | ((mode == 1) & _np(cand, "promoted")))
+    ok = is_mem & (cand["promo"] != 2) & ((mode == 0) | ((mode == 1) & cand["promoted"]))
     one_level_only = ch & ok & (mode == 1) & (depth > 1)
     promoted = ch & ok & ~one_level_only
     add(ch & ~promoted, 8, "promotion", "child_not_promoted", True)
     add(promoted, 8, "promotion", "promoted_child_output", False)
     rend[promoted & (rend < 0)] = RD["compact_memory"]
     art8 = live8 & ~child & is_art
-    settled = _np(cand, "settled")
-    exact = art8 & settled & _np(cand, "exact") & P["exact_trigger"][pol]
+    settled = cand["settled"]
+    exact = art8 & settled & cand["exact"] & P["exact_trigger"][pol]
     ex_rows = np.flatnonzero(exact)  # in (assembly, id) order: the byte budget's order
     byte_used = np.zeros(n_a, dtype=np.int64)
-    fit = _greedy(a, ex_rows, _np(cand, "byte_size").astype(np.int64), byte_used,
+    fit = _greedy(a, ex_rows, cand["byte_size"].astype(np.int64), byte_used,
                   P["byte_budget"][pidx] if n_a else byte_used)
     rehydrated = np.zeros(n, dtype=bool)
     rehydrated[ex_rows[fit]] = True
@@ -597,15 +768,15 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     add(work & ~protected & (is_call | ~settled), 9, "recovery", "redundant", True)
     # 10 window: the newest max_messages live messages
     msg_rows = np.flatnonzero(alive & is_msg)
-    rid_rank = _rid_rank(cand)
+    rid_rank = cand["rid_rank"]
     if len(msg_rows):
         order = msg_rows[np.lexsort((-rid_rank[msg_rows], -created[msg_rows], a[msg_rows]))]
         rank, _ = _groups(a, order, n_a)
         outside = rank >= P["max_messages"][pol[order]]
         add(_mask(n, order[outside]), 10, "window", "outside_window", True)
         inside = order[~outside]
-        speaker = autonomous[a[inside]] & _np(cand, "assistant")[inside] & ~_np(cand, "said_by_me")[inside]
-        same = _np(cand, "same_branch")[inside]
+        speaker = autonomous[a[inside]] & cand["assistant"][inside] & ~cand["said_by_me"][inside]
+        same = cand["same_branch"][inside]
         add(_mask(n, inside[speaker]), 10, "window", "speaker_context", False)
         add(_mask(n, inside[~speaker & same]), 10, "window", "in_window", False)
         add(_mask(n, inside[~speaker & ~same]), 10, "window", "lineage", False)
@@ -626,7 +797,7 @@ def _stages(cand: pa.Table, edges: pa.Table, ids: pa.ChunkedArray, a_of_req: np.
     if len(rows):
         key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[k])
         keyrank = P["ranks"][pol, key]
-        conf = np.where(is_mem, -_np(cand, "conf"), 0.0)
+        conf = np.where(is_mem, -cand["conf"], 0.0)
         order = rows[np.lexsort((rid_rank[rows], -created[rows], conf[rows], keyrank[rows], a[rows]))]
         fits = _greedy(a, order, shown(), used, available, cut_kind=is_msg)
         add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
@@ -654,13 +825,13 @@ def _mask(n: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rid_rank(cand: pa.Table) -> np.ndarray:
-    """Each row's record id as a rank in code point order (the oracle's string order)."""
-    rid = cand.column("rid")
-    if not cand.num_rows:
+def _rid_rank(rid: Any) -> np.ndarray:
+    """Each record id as a rank in code point order (the oracle's string order); equal ids
+    rank equal."""
+    if not len(rid):
         return np.zeros(0, dtype=np.int64)
-    enc = pa.compute.dictionary_encode(rid).combine_chunks()
-    dict_order = np.asarray(pa.compute.sort_indices(enc.dictionary))
+    enc = pc.dictionary_encode(rid).combine_chunks()
+    dict_order = np.asarray(pc.sort_indices(enc.dictionary))
     rank_of = np.empty(len(dict_order), dtype=np.int64)
     rank_of[dict_order] = np.arange(len(dict_order))
     return rank_of[enc.indices.to_numpy()]
@@ -672,11 +843,11 @@ def _strings(codes: np.ndarray, names: Sequence[str], valid: np.ndarray | None =
     return pa.DictionaryArray.from_arrays(idx, pa.array(list(names), pa.string())).cast(pa.string())
 
 
-def _finish(cand: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray, k: np.ndarray,
+def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray, k: np.ndarray,
             created: np.ndarray, rid_rank: np.ndarray, tokens: np.ndarray, alive: np.ndarray,
             fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
             baseline_tokens: np.ndarray, fallback: np.ndarray) -> ColumnarResult:
-    n = cand.num_rows
+    n = len(a)
     n_a = len(ids)
     position = np.zeros(n, dtype=np.int64)
     inc = np.flatnonzero(alive)
@@ -690,8 +861,8 @@ def _finish(cand: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.nd
         keep = ~np.isin(a, fallback)
     records = pa.table({
         "assembly_id": ids.take(pa.array(a, pa.int64())),
-        "record_kind": cand.column("kind"),
-        "record_id": cand.column("rid"),
+        "record_kind": cand["kind"].take(pa.array(cand["src"], pa.int64())),
+        "record_id": cand["rid"].take(pa.array(cand["src"], pa.int64())),
         "decision": _strings(np.where(alive, 0, 1), ("included", "omitted")),
         "rendering": _strings(rend, RENDERINGS, alive),
         "position": pa.array(position, pa.int64(), mask=~alive),
@@ -719,18 +890,18 @@ def _finish(cand: pa.Table, ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.nd
 
 def selection_hashes(records: pa.Table, assembly_ids: Sequence[str]) -> dict[str, str]:
     """The selection hash of each of ``assembly_ids`` from ``records`` (REPLAY_COLUMNS,
-    ordered by assembly, kind, id). The one place the hash is computed for a columnar
-    replay, so a columnar hash can replace it."""
+    ordered by assembly, kind, id): the one place a replayed chunk's hashes are computed,
+    so a columnar hash can replace it."""
+    names = ("record_kind", "record_id", "decision", "rendering", "position")
+    rows = [dict(zip(names, r)) for r in zip(*(records.column(c).to_pylist() for c in names))]
+    ids = records.column("assembly_id")
     out: dict[str, str] = {}
-    cols = [records.column(c).to_pylist() for c in
-            ("record_kind", "record_id", "decision", "rendering", "position")]
-    ids = records.column("assembly_id").to_pylist()
-    rows = list(zip(*cols))
-    start = 0
-    for i in range(1, len(ids) + 1):
-        if i == len(ids) or ids[i] != ids[start]:
-            out[ids[start]] = selection_hash(rows[start:i])
-            start = i
+    if rows:
+        # each assembly's rows are one run of equal ids
+        change = np.flatnonzero(~_ints(pc.equal(ids[1:], ids[:-1]), False).astype(bool)) + 1
+        bounds = [0, *change.tolist(), len(rows)]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            out[ids[lo].as_py()] = selection_hash(rows[lo:hi])
     for aid in assembly_ids:
         if aid not in out:
             out[aid] = selection_hash([])
