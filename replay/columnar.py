@@ -178,8 +178,7 @@ pool AS (
            model_run_id AS grp_run, epoch_us(created_at) AS enter_us,
            epoch_us(created_at) AS created_us, content_tokens AS tokens
     FROM g_checkpoints)
-SELECT row_number() OVER (ORDER BY p.cid, p.kind, p.grp_run NULLS FIRST, p.rid) - 1 AS src,
-       p.cid, p.kind, p.rid, p.grp_run,
+SELECT p.cid, p.kind, p.rid, p.grp_run,
        {_code('p.kind', KINDS)} AS k,
        p.enter_us, p.created_us, p.tokens::BIGINT AS tokens, p.branch,
        pp.participant_id AS owner, p.orun, r.participant_id AS orun_part, p.mpart, p.shared,
@@ -202,7 +201,6 @@ SELECT row_number() OVER (ORDER BY p.cid, p.kind, p.grp_run NULLS FIRST, p.rid) 
 FROM pool p
 LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
 LEFT JOIN parts pp ON pp.cid = p.cid AND pp.participant_id = coalesce(p.owner0, r.participant_id)
-ORDER BY src
 """
 
 # the four source ranges of each request: its run's checkpoints, the conversation's
@@ -449,8 +447,15 @@ def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
             "branch": req_a.column("branch_id"),
             "exact": req_a.column("exact_evidence_ids"),
         }))
-        con.execute(f"CREATE TEMP TABLE src AS {_SOURCES_SQL}")
-        src = con.sql("SELECT * FROM src ORDER BY src").to_arrow_table()
+        # numbered in (conversation, kind, run, id) order (Arrow sorts strings by code
+        # point, as the oracle does, and faster than a window over them; only skill states
+        # and checkpoints have a run, so its nulls never meet its values)
+        pool = con.sql(_SOURCES_SQL).to_arrow_table()
+        order = pc.sort_indices(pool, sort_keys=[("cid", "ascending"), ("kind", "ascending"),
+                                                 ("grp_run", "ascending"), ("rid", "ascending")])
+        src = pool.take(order)
+        src = src.append_column("src", pa.array(np.arange(src.num_rows), pa.int64()))
+        con.register("src", src)
         ranges = con.sql(_RANGES_SQL).to_arrow_table()
         lineage = con.sql(_LINEAGE_SQL).to_arrow_table()
         children = con.sql(_CHILD_SQL).to_arrow_table()
@@ -582,7 +587,8 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
         "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
         "missing": col("missing", False), "assistant": col("assistant", False),
         "said_by_me": people(src.column("mpart"))[srcidx] == me,
-        "rid_rank": _rid_rank(src.column("rid"))[srcidx],
+        **{name: rank[srcidx] for name, rank in _source_orders(src).items()},
+        "n_src": src.num_rows,
         "kind": src.column("kind"), "rid": src.column("rid"),
     }
 
@@ -768,9 +774,9 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
     add(work & ~protected & (is_call | ~settled), 9, "recovery", "redundant", True)
     # 10 window: the newest max_messages live messages
     msg_rows = np.flatnonzero(alive & is_msg)
-    rid_rank = cand["rid_rank"]
+    n_src = int(cand["n_src"])
     if len(msg_rows):
-        order = msg_rows[np.lexsort((-rid_rank[msg_rows], -created[msg_rows], a[msg_rows]))]
+        order = msg_rows[np.argsort(a[msg_rows] * n_src + cand["newest_first"][msg_rows], kind="stable")]
         rank, _ = _groups(a, order, n_a)
         outside = rank >= P["max_messages"][pol[order]]
         add(_mask(n, order[outside]), 10, "window", "outside_window", True)
@@ -797,8 +803,8 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
     if len(rows):
         key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[k])
         keyrank = P["ranks"][pol, key]
-        conf = np.where(is_mem, -cand["conf"], 0.0)
-        order = rows[np.lexsort((rid_rank[rows], -created[rows], conf[rows], keyrank[rows], a[rows]))]
+        order = rows[np.argsort((a[rows] * (len(RANK_KEYS) + 1) + keyrank[rows]) * n_src
+                                + cand["ranking"][rows], kind="stable")]
         fits = _greedy(a, order, shown(), used, available, cut_kind=is_msg)
         add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
     # raw artifacts with a derived memory: replaced only by a memory that is in the prompt,
@@ -815,7 +821,7 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
         add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
     add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
 
-    return _finish(cand, ids, a_of_req, a, k, created, rid_rank, tokens, alive, fam, reason,
+    return _finish(cand, ids, a_of_req, a, tokens, alive, fam, reason,
                    rend, shown(), baseline_tokens, fallback)
 
 
@@ -823,6 +829,30 @@ def _mask(n: int, rows: np.ndarray) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     out[rows] = True
     return out
+
+
+def _source_orders(src: pa.Table) -> dict[str, Any]:
+    """Each source's rank in the three orders the stages sort one assembly's rows by (all of
+    an assembly's sources are of one conversation, so a rank over the chunk's sources
+    orders them): ``prompt`` (kind's prompt order, created, id), ``newest_first`` (messages:
+    created, id, both descending), ``ranking`` (the budget's order after the kind's policy
+    rank: higher confidence first for memories, then newest, then id; ties by kind)."""
+    n = src.num_rows
+    k = _ints(src.column("k"), -1).astype(np.int64)
+    created = _ints(src.column("created_us"), 0)
+    rid = _rid_rank(src.column("rid"))
+    conf = np.where(k == K_MEM, -_ints(src.column("conf"), 0.0), 0.0)
+
+    def rank(order: np.ndarray) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        out[order] = np.arange(n)
+        return out
+
+    return {
+        "prompt": rank(np.lexsort((rid, created, PROMPT_ORDER[k] if n else k))),
+        "newest_first": rank(np.lexsort((-rid, -created))),
+        "ranking": rank(np.lexsort((k, rid, -created, conf))),
+    }
 
 
 def _rid_rank(rid: Any) -> np.ndarray:
@@ -838,21 +868,21 @@ def _rid_rank(rid: Any) -> np.ndarray:
 
 
 def _strings(codes: np.ndarray, names: Sequence[str], valid: np.ndarray | None = None) -> pa.Array:
+    """Codes as the strings they stand for (null where not ``valid``)."""
     idx = pa.array(np.where(codes < 0, 0, codes).astype(np.int32),
                    mask=None if valid is None else ~valid)
-    return pa.DictionaryArray.from_arrays(idx, pa.array(list(names), pa.string())).cast(pa.string())
+    return pa.array(list(names), pa.string()).take(idx)
 
 
-def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray, k: np.ndarray,
-            created: np.ndarray, rid_rank: np.ndarray, tokens: np.ndarray, alive: np.ndarray,
-            fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
+def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray,
+            tokens: np.ndarray, alive: np.ndarray, fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
             baseline_tokens: np.ndarray, fallback: np.ndarray) -> ColumnarResult:
     n = len(a)
     n_a = len(ids)
     position = np.zeros(n, dtype=np.int64)
     inc = np.flatnonzero(alive)
     if len(inc):
-        order = inc[np.lexsort((rid_rank[inc], created[inc], PROMPT_ORDER[k[inc]], a[inc]))]
+        order = inc[np.argsort(a[inc] * int(cand["n_src"]) + cand["prompt"][inc], kind="stable")]
         rank, _ = _groups(a, order, n_a)
         position[order] = rank
     final_tokens = np.where(alive, shown, tokens)
