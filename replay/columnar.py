@@ -527,9 +527,14 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
                       lineage.column("branch"))
     b_src = branches(src.column("branch"))[srcidx]
     b_req = branches(req.column("branch_id"))[a]
-    lin_keys = branches(lineage.column("start")) * branches.size + branches(lineage.column("branch"))
+    # lookups key on the conversation too: a row reachable from two conversations (an
+    # artifact) is judged by each conversation's own branches and runs
+    convs = _Codes(req.column("conversation_id"), lineage.column("cid"), children.column("cid"))
+    conv = convs(req.column("conversation_id"))[a]
+    lin_keys = ((convs(lineage.column("cid")) * branches.size + branches(lineage.column("start")))
+                * branches.size + branches(lineage.column("branch")))
     order = np.argsort(lin_keys, kind="stable")
-    found, pos = _lookup(b_req * branches.size + b_src, lin_keys[order])
+    found, pos = _lookup((conv * branches.size + b_req) * branches.size + b_src, lin_keys[order])
     cutoffs = _ints(lineage.column("cutoff"), np.iinfo(np.int64).max)[order]
     cutoff = cutoffs[pos] if len(cutoffs) else np.zeros(len(pos), np.int64)
     on = own | (found & (created <= cutoff))
@@ -550,10 +555,11 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
     shared_me, _ = _lookup(srcidx * people.size + me, share_keys)
 
     runs = _Codes(src.column("orun"), children.column("start"))
-    child_keys = runs(children.column("start")) * people.size + people(children.column("who"))
+    child_keys = ((convs(children.column("cid")) * runs.size + runs(children.column("start")))
+                  * people.size + people(children.column("who")))
     corder = np.argsort(child_keys, kind="stable")
     orun = runs(src.column("orun"))[srcidx]
-    hit, cpos = _lookup(orun * people.size + me, child_keys[corder])
+    hit, cpos = _lookup((conv * runs.size + orun) * people.size + me, child_keys[corder])
     depths = _ints(children.column("depth"), 0)[corder] if children.num_rows else np.zeros(1, np.int64)
     depth = np.where(hit & (orun >= 0) & (people(src.column("orun_part"))[srcidx] != me),
                      depths[cpos], 0)

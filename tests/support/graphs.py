@@ -25,11 +25,12 @@ def t(minutes: float) -> dt.datetime:
     return T0 + dt.timedelta(minutes=minutes)
 
 
-def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]:
+def random_graph(rnd: random.Random, conv: str = "c") -> tuple[Snapshot, Request, dict[str, Any]]:
     """One conversation: branches with forks, four participants (one a subagent of 'me'),
     runs, messages, calls, artifacts, memories (with supersession and conflicts, some
-    dangling sources), skill states and checkpoints; plus a request of 'me'."""
-    conv = "c"
+    dangling sources), skill states and checkpoints; plus a request of 'me'. Record ids do
+    not depend on ``conv``: two conversations share them (as an artifact reachable from two
+    conversations is one row in both)."""
     tables: dict[str, list[dict[str, Any]]] = {k: [] for k in (
         "conversations", "branches", "participants", "messages", "model_runs", "tool_calls",
         "tool_artifacts", "tool_memories", "skill_states", "checkpoints")}
@@ -166,7 +167,7 @@ def random_graph(rnd: random.Random) -> tuple[Snapshot, Request, dict[str, Any]]
     at = t(rnd.uniform(20, 220))
     art_ids = [a["artifact_id"] for a in arts]
     req = Request(
-        assembly_id="asm-p", model_run_id=mine["model_run_id"], conversation_id=conv,
+        assembly_id=f"asm-{conv}", model_run_id=mine["model_run_id"], conversation_id=conv,
         branch_id=mine["branch_id"], participant_id="me", runtime_kind=mine["runtime_kind"],
         provider=rnd.choice(["anthropic", "openai"]), model="m", assembled_at=at, policy_version="p",
         assembler_version="p", token_budget=rnd.choice([None, 0, 300, 800, 2000, 100000]),
@@ -192,14 +193,14 @@ policies = st.builds(
 def random_requests(rnd: random.Random, snap: Snapshot, first: Request, n: int) -> list[Request]:
     """``first`` and ``n - 1`` more requests of the same conversation: each of a random run
     (its participant, branch and runtime), at a random time, with its own budgets and
-    exact evidence; ids ``asm-p``, ``asm-p1``, ..."""
+    exact evidence; ids ``<first>-1``, ``<first>-2``, ..."""
     runs = snap.tables["model_runs"]
     arts = [a["artifact_id"] for a in snap.tables["tool_artifacts"]]
     out = [first]
     for i in range(1, n):
         r = rnd.choice(runs)
         out.append(Request(
-            assembly_id=f"asm-p{i}", model_run_id=r["model_run_id"], conversation_id=r["conversation_id"],
+            assembly_id=f"{first.assembly_id}-{i}", model_run_id=r["model_run_id"], conversation_id=r["conversation_id"],
             branch_id=r["branch_id"], participant_id=r["participant_id"],
             runtime_kind=rnd.choice([r["runtime_kind"], "autonomous_discussion"]),
             provider=rnd.choice(["anthropic", "openai", "OpenAI"]), model="m",

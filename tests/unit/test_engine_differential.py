@@ -20,7 +20,7 @@ from ingest.store import Store
 from replay.columnar import graphs_from_snapshots, replay_columnar
 from replay.engine import Chunk, Replayed, chunks, replay_chunk, replay_chunk_oracle
 from replay.policy import Policy, load_registry
-from replay.snapshot import Request
+from replay.snapshot import Request, Snapshot
 
 REGISTRY = load_registry(None)
 
@@ -104,23 +104,27 @@ def _requests(reqs: list[Request]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_REQUEST_SCHEMA)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), pols=st.lists(policies, min_size=1, max_size=3),
-       n=st.integers(1, 8))
-def test_random_graphs_replay_exactly_as_the_oracle(seed: int, pols: list[Policy], n: int) -> None:
+       convs=st.integers(1, 3), n=st.integers(1, 8))
+def test_random_graphs_replay_exactly_as_the_oracle(seed: int, pols: list[Policy], convs: int,
+                                                     n: int) -> None:
     """Random conversations (branches and forks, participants and subagent chains, calls
     retried and pending, artifacts, memories superseding and conflicting, skill states,
-    checkpoints) with several requests of different runs at different times, each under
-    its own policy."""
+    checkpoints), several in one chunk with the same record ids (as a row reachable from
+    two conversations is in both), each with requests of different runs at different
+    times, each request under its own policy."""
     rnd = random.Random(seed)
-    snap, first, _ = random_graph(rnd)
-    reqs = random_requests(rnd, snap, first, n)
-    versions = {f"p{i}": p for i, p in enumerate(pols)}
+    snaps: dict[str, Snapshot] = {}
+    reqs: list[Request] = []
+    for cid in ("c", "d", "e")[:convs]:
+        snap, first, _ = random_graph(rnd, cid)
+        snaps[cid] = snap
+        reqs += random_requests(rnd, snap, first, n)
     for i, r in enumerate(reqs):
         r.policy_version = f"p{i % len(pols)}"
-    registry = _Registry(versions)
-    chunk = Chunk("exp", ("c",), _requests(reqs))
-    snaps = {"c": snap}
+    registry = _Registry({f"p{i}": p for i, p in enumerate(pols)})
+    chunk = Chunk("exp", tuple(snaps), _requests(reqs))
     oracle = replay_chunk_oracle(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
     columnar = replay_chunk(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
     assert_same(columnar, oracle, f"seed {seed}")
