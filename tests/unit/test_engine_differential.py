@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engine import Mini, policy
 from support.graphs import policies, random_graph, random_requests
 
 from ingest.store import Store
@@ -128,6 +129,45 @@ def test_random_graphs_replay_exactly_as_the_oracle(seed: int, pols: list[Policy
     oracle = replay_chunk_oracle(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
     columnar = replay_chunk(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
     assert_same(columnar, oracle, f"seed {seed}")
+
+
+@pytest.mark.parametrize("slack", [-1, 0, 1])
+def test_exact_fits_and_edges_of_time_replay_exactly_as_the_oracle(slack: int) -> None:
+    """Where random graphs rarely land: a token budget the history fits exactly (or misses
+    by one token), an exact-evidence artifact the byte budget fits exactly, a retry that
+    succeeded at the very moment of the request, a memory exactly as old as its window."""
+    m = Mini()
+    g = m.g
+    for i in range(6):
+        g.message("b-main", "user" if i % 2 else "assistant", "w" * (8 + 4 * i),
+                  f"2026-01-01 00:01:0{i}", participant="p-user" if i % 2 else "p-me")
+    failed = g.call(m.run, "fetch", {"q": 1}, "2026-01-01 00:02:00", "2026-01-01 00:02:01",
+                    status="failed", retryable=True)
+    retry = g.call(m.run, "fetch", {"q": 1}, "2026-01-01 00:02:02", "2026-01-01 00:03:00")
+    g.artifact(failed, "nope", "2026-01-01 00:02:01", status="failed")
+    raw = g.artifact(retry, "x" * 300, "2026-01-01 00:02:30", vis="conversation")
+    g.memory("b-main", [raw], "fresh until the edge", "2026-01-01 00:02:40",
+             observed="2025-12-31 18:03:00", freshness="volatile", vis="conversation")
+    at = "2026-01-01 00:03:00"
+    byte_size = g.get("tool_artifacts", raw)["byte_size"]
+    base = policy("v1", **{"rehydration.byte_budget": byte_size + slack})
+    full = Mini.assemble(m, at, base, exact=(raw,))
+    history = sum(r["tokens"] for r in full.records
+                  if r["decision"] == "included" and r["reason_code"] != "recovery_protected")
+    tight = policy("v1", **{"rehydration.byte_budget": byte_size + slack,
+                            "budget.token_budget": history + slack + base.budget.reserve_tokens})
+    snap = Snapshot(g.tables)
+    reqs = [m.request(at, exact=(raw,)), m.request(at, context_limit=history + slack + 500)]
+    for i, r in enumerate(reqs):
+        r.assembly_id, r.policy_version = f"asm-{i}", "tight"
+    chunk = Chunk("exp", ("c",), _requests(reqs))
+    registry = _Registry({"tight": tight})
+    oracle = replay_chunk_oracle(None, chunk, registry, None, snapshots={"c": snap})  # type: ignore[arg-type]
+    columnar = replay_chunk(None, chunk, registry, None, snapshots={"c": snap})  # type: ignore[arg-type]
+    assert_same(columnar, oracle, f"slack {slack}")
+    reasons = set(oracle.records.column("reason_code").to_pylist())
+    assert ("over_budget" in reasons) == (slack < 0)
+    assert ("rehydrated_exact" in reasons) == (slack >= 0)
 
 
 def test_graphs_from_snapshots_keep_every_row() -> None:
