@@ -6,29 +6,37 @@ reason_code and tokens of every record; selection hash, assembled and baseline t
 included and omitted counts of every assembly); tests/unit/test_engine_differential.py
 holds the two against each other. ``detail`` and the decision chain are not produced.
 
-How it is computed:
+How it is computed (no Python loop per record; per assembly only the policy look-up and,
+in ``selection_hashes``, the selection hash):
 
-* DuckDB SQL over the chunk's graph tables (Arrow) expands the (assembly x candidate) rows,
-  one per record of the answer, ordered by (assembly_id, record_kind, record_id), with the
-  facts every stage needs as columns: the branch lineage of each request (a recursive CTE,
-  with the fork cut-offs), the resolved owner and the subagent depth below the requester
-  (a recursive CTE over the runs), call states at the request's time (including "a later
-  identical call succeeded"), whether an artifact was requested before the assembly but
-  written after it, missing memory sources, exact-evidence membership; and three edge
-  lists between rows of one assembly: supersession (both link directions), artifact ->
-  derived memory, conflicts.
-* Stages 1-10 are numpy masks over those rows, policy settings looked up per row through
-  the assembly's policy (each request may have its own): not_yet_created, retention,
-  branch lineage and shared fill, visibility/ownership/owner_unknown/subagent promotion
-  (auto, explicit one level at a time, never), privacy and provider, supersession in both
-  link directions, hidden supersession (a replacement hidden by stages 4-5), conflicts
-  shown on both sides, broken provenance and freshness windows, the rehydration byte
-  budget, raw artifacts waiting for their derived memory, call states and recovery
-  protection, the message window.
-* Stage 11 (the budget) and the two other greedy passes (the rehydration byte budget, the
-  raw artifacts whose memory did not make it into the prompt) are sequential per
-  assembly; they run across all assemblies at once, one numpy step per rank, so the loop
-  count is the largest assembly's size, not the number of records.
+* DuckDB SQL over the chunk's graph tables (Arrow, registered in an in-memory connection)
+  reads each conversation's records once ("sources"), with the facts of the record alone:
+  the resolved owner (its owner participant, else its owner run's participant, if a
+  participant of the conversation), the call behind a call or artifact with the earliest
+  success of a later identical call, when an artifact enters (its call's request time),
+  missing memory sources; the branch lineage of each requesting branch with its fork
+  cut-offs (a recursive CTE); the subagent depth of each run below each participant (a
+  recursive CTE over the runs); the links between sources (supersession from both sides
+  of the link, artifact -> derived memory, conflicts); exact-evidence pairs.
+* numpy expands the (assembly x candidate) rows, one per record of the answer, in the
+  output's (assembly_id, record_kind, record_id) order: each request's candidates are four
+  ranges of the sources (its run's checkpoints, the messages, its run's skill states, the
+  artifacts, calls and memories) filtered by time; per-request facts (on the lineage,
+  owner is the requester, shared with them, subagent depth, exact evidence, the call's
+  state at the request's time) are integer-keyed lookups; links become row pairs.
+* Stages 1-10 are numpy masks over the rows, each policy setting looked up per row
+  through the assembly's policy (each request may have its own): not_yet_created,
+  retention, branch lineage and shared fill, audit-only / owner_unknown / subagent
+  promotion (auto, explicit one level at a time, never) / participant isolation, privacy
+  and provider, supersession in both link directions, a replacement hidden by stages 4-5,
+  conflicts shown on both sides, broken provenance and freshness windows, the rehydration
+  byte budget, raw artifacts waiting for their derived memory, call states ("a later
+  identical call succeeded") and recovery protection, the message window.
+* Stage 11 (the budget: protected records first, then the ranking with "no holes" for
+  messages, then the raw artifacts whose memory did not make it into the prompt) and the
+  rehydration byte budget are sequential per assembly; ``_greedy`` runs them across all
+  assemblies at once, one numpy step per rank, so the loop count is the largest
+  assembly's size, not the number of records.
 
 What falls back to the oracle (``replay.assembler``, per assembly): an assembly where two
 conflicting memories are both still live after supersession under a policy with
@@ -306,10 +314,11 @@ ORDER BY 1, 2, 3
 
 @dataclass(frozen=True)
 class ColumnarResult:
-    """``records``: the REPLAY_COLUMNS rows of the assemblies computed here, ordered by
-    (assembly_id, record_kind, record_id); ``assemblies``: one row per request given (the
-    engine's ASSEMBLY_COLUMNS without policy_version, in the requests' order), null for
-    a request in ``fallback``; ``fallback``: the request indexes the oracle must assemble."""
+    """``records``: the REPLAY_COLUMNS rows of the assemblies computed here (none of a
+    request in ``fallback``), ordered by (assembly_id, record_kind, record_id);
+    ``assemblies``: one row per request given, in the requests' order (assembly_id and the
+    token and count columns; a request in ``fallback`` has placeholder values);
+    ``fallback``: the indexes of the requests the oracle must assemble."""
 
     records: pa.Table
     assemblies: pa.Table

@@ -12,9 +12,15 @@ one row per replayed assembly (``ASSEMBLY_COLUMNS``).
 
 The reference assembler (``replay.assembler``) is the oracle: whatever path computes a
 chunk must give exactly its decision, reason, rendering, position, tokens and selection
-hash for every record (tests/unit/test_engine_differential.py). This module's path is the
-oracle itself, per assembly; a columnar form plugs in behind the same two functions, and an
-assembler plugin without a columnar form always takes this path.
+hash for every record (tests/unit/test_engine_differential.py). For the built-in reference
+assembler ``replay_chunk`` takes the columnar path (``replay.columnar``: every request of
+the chunk at once, in DuckDB and numpy; the rare assemblies it leaves to the oracle are
+assembled one by one). Any other assembler (a plugin, or a variant of the reference) takes
+the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at a time.
+
+The columnar path reads a chunk's graph in one query per table; it is fastest with chunks
+of a few hundred conversations (``CONVERSATIONS_PER_CHUNK``), where the queries' fixed cost
+is spread over tens of thousands of assemblies.
 """
 
 from __future__ import annotations
