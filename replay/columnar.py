@@ -29,7 +29,7 @@ in ``selection_hashes``, the selection hash):
   retention, branch lineage and shared fill, audit-only / owner_unknown / subagent
   promotion (auto, explicit one level at a time, never) / participant isolation, privacy
   and provider, supersession in both link directions, a replacement hidden by stages 4-5,
-  conflicts shown on both sides, broken provenance and freshness windows, the rehydration
+  conflicts (shown on both sides, or the outweighed side dropped), broken provenance and freshness windows, the rehydration
   byte budget, raw artifacts waiting for their derived memory, call states ("a later
   identical call succeeded") and recovery protection, the message window.
 * Stage 11 (the budget: protected records first, then the ranking with "no holes" for
@@ -38,13 +38,12 @@ in ``selection_hashes``, the selection hash):
   assemblies at once, one numpy step per rank, so the loop count is the largest
   assembly's size, not the number of records.
 
-What falls back to the oracle (``replay.assembler``, per assembly): an assembly where two
-conflicting memories are both still live after supersession under a policy with
-``contradiction.show_both_sides = false`` (the lower-confidence side is dropped one memory
-at a time in id order, so one drop changes the next comparison). Nothing else does. An
-assembler other than the built-in reference (a plugin, or the reference with
-``invert_supersession``) is not handled here at all: ``replay.engine`` sends it through the
-oracle.
+Nothing falls back to the oracle: every feature of the reference assembler is computed
+here, conflicts without show_both_sides included (the lower-confidence side is dropped one
+memory at a time in id order, so one drop changes the next comparison: walked like the
+budget, the k-th conflicting memory of every assembly at once). An assembler other than
+the built-in reference (a plugin, or the reference with ``invert_supersession``) is not
+handled here at all: ``replay.engine`` sends it through the oracle.
 """
 
 from __future__ import annotations
@@ -314,15 +313,12 @@ ORDER BY 1, 2, 3
 
 @dataclass(frozen=True)
 class ColumnarResult:
-    """``records``: the REPLAY_COLUMNS rows of the assemblies computed here (none of a
-    request in ``fallback``), ordered by (assembly_id, record_kind, record_id);
-    ``assemblies``: one row per request given, in the requests' order (assembly_id and the
-    token and count columns; a request in ``fallback`` has placeholder values);
-    ``fallback``: the indexes of the requests the oracle must assemble."""
+    """``records``: the REPLAY_COLUMNS rows of every request, ordered by (assembly_id,
+    record_kind, record_id); ``assemblies``: one row per request, in the requests' order
+    (assembly_id, assembled_tokens, baseline_tokens, included_count, omitted_count)."""
 
     records: pa.Table
     assemblies: pa.Table
-    fallback: list[int]
 
 
 def _policy_tables(policies: list[Policy]) -> dict[str, np.ndarray]:
@@ -724,10 +720,13 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
     add(superseded & P["omit_obsolete"][pol], 6, "contradiction", "superseded", True)
     conflict = con_src[alive[con_src] & alive[con_dst]]
     both = P["both_sides"][pol[conflict]]
-    fallback = np.unique(a[conflict[~both]])
     shown_both = np.zeros(n, dtype=bool)
     shown_both[conflict[both]] = True
     add(shown_both, 6, "contradiction", "conflict_both_sides", False)
+    weigh = np.unique(conflict[~both])
+    if len(weigh):
+        add(_mask(n, _outweighed(weigh, con_src, con_dst, a, alive, cand["confidence_rank"])),
+            6, "contradiction", "redundant", True)
     hidden = alive & is_mem & any_edge(sup_src, hidden45[sup_dst])
     mark = hidden & P["stale_mark"][pol]
     add(mark, 6, "contradiction", "stale_marker", False)
@@ -837,7 +836,37 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
     add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
 
     return _finish(cand, ids, a_of_req, a, tokens, alive, fam, reason,
-                   rend, shown(), baseline_tokens, fallback)
+                   rend, shown(), baseline_tokens)
+
+
+def _outweighed(rows: np.ndarray, src: np.ndarray, dst: np.ndarray, a: np.ndarray,
+                alive: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Conflicting memories without show_both_sides: in id order within each assembly, a
+    still-live memory is dropped when a still-live peer it conflicts with outweighs it
+    (higher confidence, then higher id). One drop changes the next comparison, so this
+    walks the k-th such memory of every assembly at once. ``rows``: the memories with a
+    live peer (sorted); ``alive`` is updated. Returns the rows dropped."""
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    first = np.searchsorted(src, rows, side="left")
+    count = np.searchsorted(src, rows, side="right") - first
+    rank, _ = _groups(a, rows, int(a.max()) + 1 if len(a) else 0)
+    dropped: list[np.ndarray] = []
+    for k in range(int(rank.max()) + 1):
+        now = np.flatnonzero((rank == k) & alive[rows])
+        if not len(now):
+            continue
+        c, n_edges = rows[now], count[now]
+        rep = np.repeat(np.arange(len(c)), n_edges)
+        peer = dst[np.repeat(first[now], n_edges) + np.arange(int(n_edges.sum()))
+                   - np.repeat(np.cumsum(n_edges) - n_edges, n_edges)]
+        best = np.full(len(c), -1, dtype=np.int64)
+        live = alive[peer]
+        np.maximum.at(best, rep[live], key[peer[live]])
+        out = c[best > key[c]]
+        alive[out] = False
+        dropped.append(out)
+    return np.concatenate(dropped) if dropped else np.zeros(0, dtype=np.int64)
 
 
 def _mask(n: int, rows: np.ndarray) -> np.ndarray:
@@ -867,6 +896,7 @@ def _source_orders(src: pa.Table) -> dict[str, Any]:
         "prompt": rank(np.lexsort((rid, created, PROMPT_ORDER[k] if n else k))),
         "newest_first": rank(np.lexsort((-rid, -created))),
         "ranking": rank(np.lexsort((k, rid, -created, conf))),
+        "confidence_rank": rank(np.lexsort((rid, -conf))),  # higher confidence, then id
     }
 
 
@@ -891,7 +921,7 @@ def _strings(codes: np.ndarray, names: Sequence[str], valid: np.ndarray | None =
 
 def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray,
             tokens: np.ndarray, alive: np.ndarray, fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
-            baseline_tokens: np.ndarray, fallback: np.ndarray) -> ColumnarResult:
+            baseline_tokens: np.ndarray) -> ColumnarResult:
     n = len(a)
     n_a = len(ids)
     position = np.zeros(n, dtype=np.int64)
@@ -901,9 +931,6 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
         rank, _ = _groups(a, order, n_a)
         position[order] = rank
     final_tokens = np.where(alive, shown, tokens)
-    keep = np.ones(n, dtype=bool)
-    if len(fallback):
-        keep = ~np.isin(a, fallback)
     records = pa.table({
         "assembly_id": ids.take(pa.array(a, pa.int64())),
         "record_kind": cand["kind"].take(pa.array(cand["src"], pa.int64())),
@@ -918,8 +945,6 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
     included = np.bincount(a[alive], minlength=n_a).astype(np.int64)
     total = np.bincount(a, minlength=n_a).astype(np.int64)
     assembled = np.bincount(a[alive], weights=final_tokens[alive], minlength=n_a).astype(np.int64)
-    if not keep.all():
-        records = records.filter(pa.array(keep))
     return ColumnarResult(
         records=records,
         assemblies=pa.table({
@@ -929,7 +954,6 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
             "included_count": pa.array(included[a_of_req], pa.int64()),
             "omitted_count": pa.array((total - included)[a_of_req], pa.int64()),
         }),
-        fallback=sorted(np.flatnonzero(np.isin(a_of_req, fallback)).tolist()),
     )
 
 

@@ -14,8 +14,7 @@ The reference assembler (``replay.assembler``) is the oracle: whatever path comp
 chunk must give exactly its decision, reason, rendering, position, tokens and selection
 hash for every record (tests/unit/test_engine_differential.py). For the built-in reference
 assembler ``replay_chunk`` takes the columnar path (``replay.columnar``: every request of
-the chunk at once, in DuckDB and numpy; the rare assemblies it leaves to the oracle are
-assembled one by one). Any other assembler (a plugin, or a variant of the reference) takes
+the chunk at once, in DuckDB and numpy). Any other assembler (a plugin, or a variant of the reference) takes
 the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at a time.
 
 The columnar path reads a chunk's graph in one query per table; it is fastest with chunks
@@ -30,12 +29,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 
-import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
 from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
 from .policy import Policy, PolicyRegistry
-from .snapshot import Snapshot, _rows as snapshot_rows, load_snapshots, request_from_row
+from .snapshot import Snapshot, load_snapshots, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -132,8 +130,8 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
     recorded version; a request whose version is not in ``registry`` is not replayed).
 
     The built-in reference assembler takes the columnar path (``replay.columnar``: the
-    oracle's stages over the whole chunk at once, the rare assemblies it cannot form
-    columnar through the oracle); any other assembler takes the oracle path."""
+    oracle's stages over the whole chunk at once); any other assembler takes the oracle
+    path (``replay_chunk_oracle``)."""
     plugin = get_assembler(assembler)
     if not has_columnar_form(plugin):
         return replay_chunk_oracle(store, chunk, registry, version, plugin, snapshots)
@@ -143,23 +141,7 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
     else:
         graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
     out = replay_columnar(graphs, requests, policies)
-    records = [out.records]
-    assemblies = out.assemblies
-    if out.fallback:
-        # the few assemblies the columnar form leaves to the oracle
-        rows = requests.take(pa.array(out.fallback, pa.int64()))
-        cids = sorted(set(rows.column("conversation_id").to_pylist()))
-        snaps = snapshots if snapshots is not None else _snapshots_from_graphs(graphs, cids)
-        oracle = _oracle(rows, [policies[i] for i in out.fallback], plugin, snaps)
-        records.append(oracle.records)
-        by_id = {aid: i for i, aid in enumerate(oracle.assemblies.column("assembly_id").to_pylist())}
-        columns = {name: assemblies.column(name).to_pylist() for name in assemblies.column_names}
-        for i in out.fallback:
-            j = by_id[columns["assembly_id"][i]]
-            for name in columns:
-                columns[name][i] = oracle.assemblies.column(name)[j].as_py()
-        assemblies = pa.table(columns, schema=assemblies.schema)
-    table = pa.concat_tables(records).sort_by(_ORDER) if len(records) > 1 else records[0]
+    table, assemblies = out.records, out.assemblies
     hashes = selection_hashes(table, assemblies.column("assembly_id").to_pylist())
     return Replayed(table, pa.table({
         "assembly_id": assemblies.column("assembly_id"),
@@ -233,15 +215,3 @@ def _oracle(requests: pa.Table, policies: list[Policy], plugin: AssemblerPlugin,
             assemblies[name].append(value)
     table = pa.table(records, schema=REPLAY_SCHEMA)
     return Replayed(table.sort_by(_ORDER), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))
-
-
-def _snapshots_from_graphs(graphs: dict[str, pa.Table], cids: list[str]) -> dict[str, Snapshot]:
-    """The snapshots of ``cids`` from graph tables already read (no second store query)."""
-    split: dict[str, dict[str, list[dict[str, Any]]]] = {cid: {} for cid in cids}
-    wanted = pa.array(cids, pa.string())
-    for name, table in graphs.items():
-        part = table.filter(pa.compute.is_in(table.column("graph_conversation_id"), value_set=wanted))
-        keys = part.column("graph_conversation_id").to_pylist()
-        for key, row in zip(keys, snapshot_rows(part, name)):
-            split[key].setdefault(name, []).append(row)
-    return {cid: Snapshot(tables) for cid, tables in split.items()}

@@ -18,9 +18,10 @@ from support.engine import Mini, policy
 from support.graphs import policies, random_graph, random_requests
 
 from ingest.store import Store
-from replay.columnar import graphs_from_snapshots, replay_columnar
+from replay.columnar import graphs_from_snapshots
 from replay.engine import Chunk, Replayed, chunks, replay_chunk, replay_chunk_oracle
 from replay.policy import Policy, load_registry
+from replay.sample.drift import InvertedSupersessionAssembler
 from replay.snapshot import Request, Snapshot
 
 REGISTRY = load_registry(None)
@@ -54,23 +55,33 @@ def test_sample_store_replays_exactly_as_the_oracle(sample_db: Path, version: st
     assert replayed == requests  # the sample records only versions of the registry
 
 
-def test_sample_store_is_replayed_columnar_except_live_conflicts(sample_db: Path) -> None:
-    """Only an assembly with conflicting memories to weigh one against the other goes to
-    the oracle; the sample's other assemblies are computed columnar."""
+def test_the_reference_assembler_is_replayed_without_assembling_one_request_at_a_time(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = []
     with Store.open(sample_db) as store:
-        for version in REGISTRY.versions():
-            policy = REGISTRY.get(version)
-            for chunk in chunks(store, conversations_per_chunk=64):
-                graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
-                out = replay_columnar(graphs, chunk.requests, [policy] * chunk.requests.num_rows)
-                conflicted = {c for c, peers in zip(
-                    graphs["tool_memories"].column("graph_conversation_id").to_pylist(),
-                    graphs["tool_memories"].column("conflicts_with").to_pylist()) if peers}
-                sent = [chunk.requests.column("conversation_id")[i].as_py() for i in out.fallback]
-                assert set(sent) <= conflicted
-                if policy.contradiction.show_both_sides:
-                    assert sent == []
-                assert len(out.fallback) < chunk.requests.num_rows / 4
+        for chunk in chunks(store, conversations_per_chunk=64):
+            expected.append(replay_chunk_oracle(store, chunk, REGISTRY, "v1"))
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("the columnar path assembled a request one at a time")
+
+    monkeypatch.setattr("replay.assembler._assemble", refuse)
+    with Store.open(sample_db) as store:
+        for chunk, oracle in zip(chunks(store, conversations_per_chunk=64), expected):
+            assert_same(replay_chunk(store, chunk, REGISTRY, "v1"), oracle, "v1")
+
+
+def test_another_assembler_is_replayed_by_itself(sample_db: Path) -> None:
+    """The drift build (the reference with its supersession inverted) has no columnar form:
+    replay_chunk gives its own answers, which differ from the reference's."""
+    drift = InvertedSupersessionAssembler()
+    with Store.open(sample_db) as store:
+        chunk = next(chunks(store, conversations_per_chunk=64))
+        replayed = replay_chunk(store, chunk, REGISTRY, "v4", assembler=drift)
+        assert_same(replayed, replay_chunk_oracle(store, chunk, REGISTRY, "v4", assembler=drift),
+                    "drift build")
+        reference = replay_chunk(store, chunk, REGISTRY, "v4")
+    assert not replayed.records.equals(reference.records)
 
 
 # ---------------------------------------------------------------------------- random graphs
@@ -168,6 +179,33 @@ def test_exact_fits_and_edges_of_time_replay_exactly_as_the_oracle(slack: int) -
     reasons = set(oracle.records.column("reason_code").to_pylist())
     assert ("over_budget" in reasons) == (slack < 0)
     assert ("rehydrated_exact" in reasons) == (slack >= 0)
+
+
+@pytest.mark.parametrize("both_sides", [False, True])
+def test_a_chain_of_conflicts_replays_exactly_as_the_oracle(both_sides: bool) -> None:
+    """m1 - m2 - m3 conflict in a chain, confidence falling: m2 loses to m1, and m3, whose
+    only rival m2 is gone by its turn, stays (unless both sides are shown)."""
+    m = Mini()
+    g = m.g
+    m1 = g.memory("b-main", [], "one", "2026-01-01 00:01:00", confidence=0.9, vis="conversation")
+    m2 = g.memory("b-main", [], "two", "2026-01-01 00:01:01", confidence=0.5, vis="conversation",
+                  conflicts=(m1,))
+    m3 = g.memory("b-main", [], "three", "2026-01-01 00:01:02", confidence=0.1,
+                  vis="conversation", conflicts=(m2,))
+    req = m.request("2026-01-01 00:02:00")
+    req.policy_version = "p"
+    chunk = Chunk("exp", ("c",), _requests([req]))
+    registry = _Registry({"p": policy("v1", **{"contradiction.show_both_sides": both_sides})})
+    snaps = {"c": Snapshot(g.tables)}
+    oracle = replay_chunk_oracle(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
+    columnar = replay_chunk(None, chunk, registry, None, snapshots=snaps)  # type: ignore[arg-type]
+    assert_same(columnar, oracle, f"show_both_sides {both_sides}")
+    decided = {r["record_id"]: (r["decision"], r["reason_code"]) for r in columnar.records.to_pylist()}
+    if both_sides:
+        assert {decided[x] for x in (m1, m2, m3)} == {("included", "conflict_both_sides")}
+    else:
+        assert decided[m2] == ("omitted", "redundant")
+        assert decided[m1][0] == decided[m3][0] == "included"
 
 
 def test_graphs_from_snapshots_keep_every_row() -> None:
