@@ -628,19 +628,19 @@ def _row_edges(x: np.ndarray, y: np.ndarray, a: np.ndarray, srcidx: np.ndarray,
 
 
 def _provider_rules(policies: list[Policy], pidx: np.ndarray, providers: Any) -> np.ndarray:
-    """Per assembly, the privacy classes its policy blocks for its provider (any case)."""
-    names = [p.lower() for p in pc.unique(pc.fill_null(providers, "")).to_pylist()]
-    lowered = pc.utf8_lower(pc.fill_null(providers, ""))
-    codes = _Codes(pa.chunked_array([pa.array(names, pa.string())]))
-    prov = codes(lowered)
+    """Per assembly, the privacy classes its policy blocks for its provider (the policy
+    matches the provider's name in any case, so each distinct name is asked once)."""
+    named = pc.fill_null(providers, "")
+    names = pa.array(pc.unique(named).to_pylist(), pa.string())
+    codes = _Codes(names)
     table = np.zeros((max(len(policies), 1) * codes.size, len(PRIVACY) + 1), dtype=bool)
     for pi, policy in enumerate(policies):
-        for name in names:
+        for name, code in zip(names.to_pylist(), codes(names).tolist()):
             rule = policy.privacy.rule_for(name)
             if rule is not None:
-                row = pi * codes.size + int(codes(pa.array([name]))[0])
-                table[row, :len(PRIVACY)] = [v in set(rule.blocked_classes) for v in PRIVACY]
-    return table[pidx * codes.size + prov]
+                blocked = set(rule.blocked_classes)
+                table[pi * codes.size + code, :len(PRIVACY)] = [v in blocked for v in PRIVACY]
+    return table[pidx * codes.size + codes(named)]
 
 
 def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
