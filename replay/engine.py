@@ -17,9 +17,10 @@ assembler ``replay_chunk`` takes the columnar path (``replay.columnar``: every r
 the chunk at once, in DuckDB and numpy). Any other assembler (a plugin, or a variant of the reference) takes
 the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at a time.
 
-The columnar path reads a chunk's graph in one query per table; it is fastest with chunks
-of a few hundred conversations (``CONVERSATIONS_PER_CHUNK``), where the queries' fixed cost
-is spread over tens of thousands of assemblies.
+The columnar path reads a chunk's graph in one query per table and runs a few small SQL
+queries per chunk, so a chunk should hold thousands of assemblies: the default of a few
+hundred conversations (``CONVERSATIONS_PER_CHUNK``) does; its memory is a few dozen numpy
+columns of the chunk's (assembly x candidate) rows.
 """
 
 from __future__ import annotations
