@@ -12,9 +12,15 @@ one row per replayed assembly (``ASSEMBLY_COLUMNS``).
 
 The reference assembler (``replay.assembler``) is the oracle: whatever path computes a
 chunk must give exactly its decision, reason, rendering, position, tokens and selection
-hash for every record (tests/unit/test_engine_differential.py). This module's path is the
-oracle itself, per assembly; a columnar form plugs in behind the same two functions, and an
-assembler plugin without a columnar form always takes this path.
+hash for every record (tests/unit/test_engine_differential.py). For the built-in reference
+assembler ``replay_chunk`` takes the columnar path (``replay.columnar``: every request of
+the chunk at once, in DuckDB and numpy). Any other assembler (a plugin, or a variant of the reference) takes
+the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at a time.
+
+The columnar path reads a chunk's graph in one query per table and runs a few small SQL
+queries per chunk, so a chunk should hold thousands of assemblies: the default of a few
+hundred conversations (``CONVERSATIONS_PER_CHUNK``) does; its memory is a few dozen numpy
+columns of the chunk's (assembly x candidate) rows.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 
-from .assembler import AssemblerPlugin, get_assembler
+
+from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
+from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
 from .policy import Policy, PolicyRegistry
 from .snapshot import Snapshot, load_snapshots, request_from_row
 
@@ -32,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "replay_chunk"]
+__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "has_columnar_form",
+           "replay_chunk", "replay_chunk_oracle"]
 
 CONVERSATIONS_PER_CHUNK = 256
 
@@ -79,7 +88,14 @@ class Replayed:
 def chunks(store: "Store", flt: "AssemblyFilter | str | None" = None,
            conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> Iterator[Chunk]:
     """The requests matching ``flt`` in chunks of at most ``conversations_per_chunk``
-    conversations of one export, read from the store as they are needed."""
+    conversations of one export, read from the store as they are needed (on a cursor of
+    their own, so the store answers other queries, such as a chunk's graph, meanwhile)."""
+    with store.cursor() as reader:
+        yield from _chunks(reader, flt, conversations_per_chunk)
+
+
+def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
+            conversations_per_chunk: int) -> Iterator[Chunk]:
     pending: list[pa.RecordBatch] = []
     conversations: list[str] = []
     export: str | None = None
@@ -112,18 +128,80 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                  assembler: str | AssemblerPlugin = "reference",
                  snapshots: dict[str, Snapshot] | None = None) -> Replayed:
     """Every request of ``chunk`` replayed under ``version`` (None: each request's own
-    recorded version; a request whose version is not in ``registry`` is not replayed)."""
+    recorded version; a request whose version is not in ``registry`` is not replayed).
+
+    The built-in reference assembler takes the columnar path (``replay.columnar``: the
+    oracle's stages over the whole chunk at once); any other assembler takes the oracle
+    path (``replay_chunk_oracle``)."""
+    plugin = get_assembler(assembler)
+    if not has_columnar_form(plugin):
+        return replay_chunk_oracle(store, chunk, registry, version, plugin, snapshots)
+    requests, policies = _replayable(chunk.requests, registry, version)
+    if snapshots is not None:
+        graphs = graphs_from_snapshots(snapshots)
+    else:
+        graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    out = replay_columnar(graphs, requests, policies)
+    table, assemblies = out.records, out.assemblies
+    hashes = selection_hashes(table, assemblies.column("assembly_id").to_pylist())
+    return Replayed(table, pa.table({
+        "assembly_id": assemblies.column("assembly_id"),
+        "policy_version": pa.array([p.version for p in policies], pa.string()),
+        "selection_hash": pa.array([hashes[a] for a in assemblies.column("assembly_id").to_pylist()],
+                                   pa.string()),
+        "assembled_tokens": assemblies.column("assembled_tokens"),
+        "baseline_tokens": assemblies.column("baseline_tokens"),
+        "included_count": assemblies.column("included_count"),
+        "omitted_count": assemblies.column("omitted_count"),
+    }, schema=ASSEMBLY_SCHEMA))
+
+
+def has_columnar_form(plugin: AssemblerPlugin) -> bool:
+    """Whether ``plugin`` is the built-in reference assembler (``replay.columnar`` computes
+    exactly its answers); a plugin or a variant of it is replayed by itself."""
+    return type(plugin) is ReferenceAssembler and not plugin.invert_supersession
+
+
+def replay_chunk_oracle(store: "Store", chunk: Chunk, registry: PolicyRegistry,
+                        version: str | None = None,
+                        assembler: str | AssemblerPlugin = "reference",
+                        snapshots: dict[str, Snapshot] | None = None) -> Replayed:
+    """``replay_chunk`` through the assembler itself, one assembly at a time (the oracle
+    path: what the columnar path is checked against, and the path of any plugin)."""
     plugin = get_assembler(assembler)
     snaps = snapshots if snapshots is not None else chunk.snapshots(store)
-    fixed: Policy | None = registry.get(version) if version is not None else None
+    requests, policies = _replayable(chunk.requests, registry, version)
+    return _oracle(requests, policies, plugin, snaps)
+
+
+_ORDER = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
+
+
+def _replayable(requests: pa.Table, registry: PolicyRegistry,
+                version: str | None) -> tuple[pa.Table, list[Policy]]:
+    """The requests that have a policy to replay them, and that policy (one per request)."""
+    if version is not None:
+        fixed = registry.get(version)
+        return requests, [fixed] * requests.num_rows
+    recorded = requests.column("policy_version").to_pylist()
+    keep = [v in registry for v in recorded]
+    if not all(keep):
+        requests = requests.filter(pa.array(keep))
+    cache: dict[str, Policy] = {}
+    policies = []
+    for v in recorded:
+        if v in registry:
+            if v not in cache:
+                cache[v] = registry.get(v)
+            policies.append(cache[v])
+    return requests, policies
+
+
+def _oracle(requests: pa.Table, policies: list[Policy], plugin: AssemblerPlugin,
+            snaps: dict[str, Snapshot]) -> Replayed:
     records: dict[str, list[Any]] = {name: [] for name in REPLAY_COLUMNS}
     assemblies: dict[str, list[Any]] = {name: [] for name in ASSEMBLY_COLUMNS}
-    for row in chunk.requests.to_pylist():
-        policy = fixed
-        if policy is None:
-            if row["policy_version"] not in registry:
-                continue
-            policy = registry.get(row["policy_version"])
+    for row, policy in zip(requests.to_pylist(), policies):
         out = plugin.assemble(snaps[row["conversation_id"]], request_from_row(row), policy)
         for rec in sorted(out.records, key=lambda r: (r["record_kind"], r["record_id"])):
             for name in REPLAY_COLUMNS:
@@ -137,5 +215,4 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                             ("omitted_count", out.omitted_count)):
             assemblies[name].append(value)
     table = pa.table(records, schema=REPLAY_SCHEMA)
-    order = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
-    return Replayed(table.sort_by(order), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))
+    return Replayed(table.sort_by(_ORDER), pa.table(assemblies, schema=ASSEMBLY_SCHEMA))

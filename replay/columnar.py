@@ -1,0 +1,1002 @@
+"""The reference assembler's eleven stages over every request of a chunk at once.
+
+``replay_columnar(graphs, requests, policies)`` gives, for every request, exactly what
+``replay.assembler.assemble`` gives for it (decision, rendering, position, policy_family,
+reason_code and tokens of every record; selection hash, assembled and baseline tokens,
+included and omitted counts of every assembly); tests/unit/test_engine_differential.py
+holds the two against each other. ``detail`` and the decision chain are not produced.
+
+How it is computed (no Python loop per record; per assembly only the policy look-up and,
+in ``selection_hashes``, the selection hash):
+
+* DuckDB SQL over the chunk's graph tables (Arrow, registered in an in-memory connection)
+  reads each conversation's records once ("sources"), with the facts of the record alone:
+  the resolved owner (its owner participant, else its owner run's participant, if a
+  participant of the conversation), the call behind a call or artifact with the earliest
+  success of a later identical call, when an artifact enters (its call's request time),
+  missing memory sources; the branch lineage of each requesting branch with its fork
+  cut-offs (a recursive CTE); the subagent depth of each run below each participant (a
+  recursive CTE over the runs); the links between sources (supersession from both sides
+  of the link, artifact -> derived memory, conflicts); exact-evidence pairs.
+* numpy expands the (assembly x candidate) rows, one per record of the answer, in the
+  output's (assembly_id, record_kind, record_id) order: each request's candidates are four
+  ranges of the sources (its run's checkpoints, the messages, its run's skill states, the
+  artifacts, calls and memories) filtered by time; per-request facts (on the lineage,
+  owner is the requester, shared with them, subagent depth, exact evidence, the call's
+  state at the request's time) are integer-keyed lookups; links become row pairs.
+* Stages 1-10 are numpy masks over the rows, each policy setting looked up per row
+  through the assembly's policy (each request may have its own): not_yet_created,
+  retention, branch lineage and shared fill, audit-only / owner_unknown / subagent
+  promotion (auto, explicit one level at a time, never) / participant isolation, privacy
+  and provider, supersession in both link directions, a replacement hidden by stages 4-5,
+  conflicts (shown on both sides, or the outweighed side dropped), broken provenance and freshness windows, the rehydration
+  byte budget, raw artifacts waiting for their derived memory, call states ("a later
+  identical call succeeded") and recovery protection, the message window.
+* Stage 11 (the budget: protected records first, then the ranking with "no holes" for
+  messages, then the raw artifacts whose memory did not make it into the prompt) and the
+  rehydration byte budget are sequential per assembly; ``_greedy`` runs them across all
+  assemblies at once, one numpy step per rank, so the loop count is the largest
+  assembly's size, not the number of records.
+
+Nothing falls back to the oracle: every feature of the reference assembler is computed
+here, conflicts without show_both_sides included (the lower-confidence side is dropped one
+memory at a time in id order, so one drop changes the next comparison: walked like the
+budget, the k-th conflicting memory of every assembly at once). An assembler other than
+the built-in reference (a plugin, or the reference with ``invert_supersession``) is not
+handled here at all: ``replay.engine`` sends it through the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.contract import ENUMS, TABLES, selection_hash
+
+from .assembler import MARKER_TOKENS
+from .policy import Policy
+from .snapshot import GRAPH_TABLES, Snapshot
+
+__all__ = ["ColumnarResult", "graphs_from_snapshots", "replay_columnar", "selection_hashes"]
+
+# kinds in (record_kind) string order, as the oracle sorts its candidates
+KINDS = ("checkpoint", "message", "skill_state", "tool_artifact", "tool_call", "tool_memory")
+K_CKPT, K_MSG, K_SKILL, K_ART, K_CALL, K_MEM = range(6)
+PROMPT_ORDER = np.array([0, 3, 1, 5, 4, 2])  # KIND_ORDER of replay.assembler, by kind code
+
+SCOPES = ENUMS["visibility_scope"]
+PRIVACY = ENUMS["privacy_class"]
+RETENTION = ENUMS["retention_class"]
+FRESH = ENUMS["freshness_class"]
+STATES = ("pending", "failed", "deferred", "succeeded", "resolved")
+ST_SUCCEEDED = STATES.index("succeeded")
+S_AUDIT, S_PRIVATE, S_CONV = (SCOPES.index(s) for s in ("audit_only", "participant_private",
+                                                         "conversation"))
+RANK_KEYS = ("checkpoint", "skill_state", "exact_evidence", "message", "tool_memory",
+             "tool_artifact", "tool_call")
+KIND_RANK_KEY = np.array([RANK_KEYS.index(k) for k in KINDS])
+RK_EXACT = RANK_KEYS.index("exact_evidence")
+
+FAMILIES = ("window", "retention", "branch", "visibility", "ownership", "privacy",
+            "contradiction", "freshness", "promotion", "rehydration", "recovery", "budget")
+REASONS = ("not_yet_created", "retention_removed", "conversation_shared", "sibling_branch",
+           "audit_only", "owner_unknown", "participant_private", "privacy_restricted",
+           "provider_restricted", "superseded", "conflict_both_sides", "stale_marker",
+           "broken_provenance", "stale", "compact_memory", "child_not_promoted",
+           "promoted_child_output", "rehydrated_exact", "byte_budget_exceeded", "lineage",
+           "redundant", "skill_active", "checkpoint_restore", "recovery_protected",
+           "outside_window", "speaker_context", "in_window", "over_budget",
+           "raw_replaced_by_memory")
+RENDERINGS = ENUMS["rendering"]
+F = {name: i for i, name in enumerate(FAMILIES)}
+R = {name: i for i, name in enumerate(REASONS)}
+RD = {name: i for i, name in enumerate(RENDERINGS)}
+MARKERS = (RD["stale_marker"], RD["revalidation_hint"])
+
+_US_PER_HOUR = 3_600_000_000
+
+
+def _code(column: str, values: Sequence[str]) -> str:
+    """SQL: the index of ``column`` in ``values`` (-1 for anything else, null included)."""
+    whens = " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(values))
+    return f"(CASE {column} {whens} ELSE -1 END)::TINYINT"
+
+
+# Every record any request of the chunk could see, once per conversation ("sources"): the
+# conversation's messages, tool calls, artifacts and memories, and the skill states and
+# checkpoints of each run; with the facts of the record alone (owner, call, provenance).
+# Ordered by (conversation, kind, run of a skill state or checkpoint, id), so one request's
+# candidates are four ranges of it (its run's checkpoints, the messages, its run's skill
+# states, the artifacts, calls and memories), each already in (kind, id) order.
+_SOURCES_SQL = f"""
+WITH
+runs AS (SELECT graph_conversation_id AS cid, model_run_id, branch_id, participant_id
+         FROM g_model_runs),
+parts AS (SELECT DISTINCT graph_conversation_id AS cid, participant_id FROM g_participants),
+calls AS (
+    SELECT c.graph_conversation_id AS cid, c.tool_call_id, c.model_run_id, c.tool_name,
+           c.arguments_json, c.status, epoch_us(c.requested_at) AS req_us,
+           epoch_us(c.completed_at) AS done_us, r.branch_id AS run_branch
+    FROM g_tool_calls c JOIN runs r
+      ON r.cid = c.graph_conversation_id AND r.model_run_id = c.model_run_id),
+-- a failed call is resolved once a later identical call has succeeded: the earliest such
+-- success
+fixes AS (
+    SELECT a.cid, a.tool_call_id, min(b.done_us) AS fix_us
+    FROM calls a JOIN calls b
+      ON b.cid = a.cid AND b.tool_name IS NOT DISTINCT FROM a.tool_name
+     AND b.arguments_json IS NOT DISTINCT FROM a.arguments_json
+     AND b.req_us > a.req_us AND b.status = 'succeeded' AND b.done_us IS NOT NULL
+    WHERE a.status = 'failed' GROUP BY ALL),
+callx AS (SELECT c.*, f.fix_us FROM calls c
+          LEFT JOIN fixes f ON f.cid = c.cid AND f.tool_call_id = c.tool_call_id),
+missing AS (
+    SELECT DISTINCT s.cid, s.memory_id
+    FROM (SELECT graph_conversation_id AS cid, memory_id, unnest(source_artifact_ids) AS src
+          FROM g_tool_memories) s
+    ANTI JOIN (SELECT graph_conversation_id AS cid, artifact_id FROM g_tool_artifacts) a
+      ON a.cid = s.cid AND a.artifact_id = s.src),
+pool AS (
+    SELECT graph_conversation_id AS cid, 'message' AS kind, message_id AS rid,
+           epoch_us(created_at) AS enter_us, epoch_us(created_at) AS created_us,
+           content_tokens AS tokens, branch_id AS branch, participant_id AS owner0,
+           model_run_id AS orun, visibility_scope AS scope, role, participant_id AS mpart
+    FROM g_messages
+    UNION ALL BY NAME
+    SELECT cid, 'tool_call' AS kind, tool_call_id AS rid, req_us AS enter_us,
+           req_us AS created_us, 12 + coalesce(length(arguments_json), 0) // 4 AS tokens,
+           run_branch AS branch, model_run_id AS orun, 'participant_private' AS scope,
+           status AS cstatus, done_us, fix_us, true AS has_call
+    FROM callx
+    UNION ALL BY NAME
+    SELECT a.graph_conversation_id AS cid, 'tool_artifact' AS kind, a.artifact_id AS rid,
+           CASE WHEN c.req_us IS NOT NULL AND c.req_us < epoch_us(a.created_at) THEN c.req_us
+                ELSE epoch_us(a.created_at) END AS enter_us,
+           epoch_us(a.created_at) AS created_us, a.content_tokens AS tokens,
+           a.branch_id AS branch, a.owner_participant_id AS owner0,
+           a.owner_model_run_id AS orun, a.visibility_scope AS scope, a.shared_with AS shared,
+           a.privacy_class AS privacy, a.retention_class AS retention, a.status AS astatus,
+           a.byte_size, c.status AS cstatus, c.done_us, c.fix_us,
+           c.tool_call_id IS NOT NULL AS has_call
+    FROM g_tool_artifacts a
+    LEFT JOIN callx c ON c.cid = a.graph_conversation_id AND c.tool_call_id = a.tool_call_id
+    UNION ALL BY NAME
+    SELECT m.graph_conversation_id AS cid, 'tool_memory' AS kind, m.memory_id AS rid,
+           epoch_us(m.created_at) AS enter_us, epoch_us(m.created_at) AS created_us,
+           m.content_tokens AS tokens, m.branch_id AS branch, m.owner_participant_id AS owner0,
+           m.owner_model_run_id AS orun, m.visibility_scope AS scope,
+           m.privacy_class AS privacy, m.confidence AS conf, m.freshness_class AS fclass,
+           epoch_us(m.observed_at) AS obs_us, m.promotion_policy AS promo, m.promoted,
+           x.memory_id IS NOT NULL AS missing
+    FROM g_tool_memories m
+    LEFT JOIN missing x ON x.cid = m.graph_conversation_id AND x.memory_id = m.memory_id
+    UNION ALL BY NAME
+    SELECT graph_conversation_id AS cid, 'skill_state' AS kind, skill_state_id AS rid,
+           model_run_id AS grp_run, epoch_us(created_at) AS enter_us,
+           epoch_us(created_at) AS created_us, content_tokens AS tokens
+    FROM g_skill_states
+    UNION ALL BY NAME
+    SELECT graph_conversation_id AS cid, 'checkpoint' AS kind, checkpoint_id AS rid,
+           model_run_id AS grp_run, epoch_us(created_at) AS enter_us,
+           epoch_us(created_at) AS created_us, content_tokens AS tokens
+    FROM g_checkpoints)
+SELECT p.cid, p.kind, p.rid, p.grp_run,
+       {_code('p.kind', KINDS)} AS k,
+       p.enter_us, p.created_us, p.tokens::BIGINT AS tokens, p.branch,
+       pp.participant_id AS owner, p.orun, r.participant_id AS orun_part, p.mpart, p.shared,
+       {_code('p.scope', SCOPES)} AS scope,
+       {_code('p.privacy', PRIVACY)} AS privacy,
+       {_code('p.retention', RETENTION)} AS retention,
+       coalesce(p.astatus = 'succeeded', false) AS settled,
+       {_code('p.astatus', STATES)} AS astatus,
+       coalesce(p.byte_size, 0)::BIGINT AS byte_size,
+       coalesce(p.has_call, false) AS has_call,
+       {_code('p.cstatus', STATES)} AS cstatus,
+       p.done_us, p.fix_us,
+       coalesce(p.conf, 0)::DOUBLE AS conf,
+       {_code('p.fclass', FRESH)} AS fclass,
+       p.obs_us,
+       {_code('p.promo', ENUMS['promotion_policy'])} AS promo,
+       coalesce(p.promoted, false) AS promoted,
+       coalesce(p.missing, false) AS missing,
+       coalesce(p.role = 'assistant', false) AS assistant
+FROM pool p
+LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
+LEFT JOIN parts pp ON pp.cid = p.cid AND pp.participant_id = coalesce(p.owner0, r.participant_id)
+"""
+
+# the four source ranges of each request: its run's checkpoints, the conversation's
+# messages, its run's skill states, the conversation's artifacts, calls and memories
+_RANGES_SQL = """
+WITH g AS (SELECT cid, CASE WHEN kind IN ('message') THEN 1
+                            WHEN kind IN ('tool_artifact', 'tool_call', 'tool_memory') THEN 3
+                            WHEN kind = 'checkpoint' THEN 0 ELSE 2 END AS seg,
+                  grp_run, min(src) AS lo, max(src) + 1 AS hi
+           FROM src GROUP BY ALL)
+SELECT q.a,
+       coalesce(c.lo, 0) AS c_lo, coalesce(c.hi, 0) AS c_hi,
+       coalesce(m.lo, 0) AS m_lo, coalesce(m.hi, 0) AS m_hi,
+       coalesce(s.lo, 0) AS s_lo, coalesce(s.hi, 0) AS s_hi,
+       coalesce(t.lo, 0) AS t_lo, coalesce(t.hi, 0) AS t_hi
+FROM req q
+LEFT JOIN g c ON c.cid = q.cid AND c.seg = 0 AND c.grp_run = q.run
+LEFT JOIN g m ON m.cid = q.cid AND m.seg = 1
+LEFT JOIN g s ON s.cid = q.cid AND s.seg = 2 AND s.grp_run = q.run
+LEFT JOIN g t ON t.cid = q.cid AND t.seg = 3
+ORDER BY q.a
+"""
+
+# the lineage of each requesting branch: each branch with the cut-off after which its
+# records are not inherited (null for the requesting branch itself)
+_LINEAGE_SQL = """
+WITH RECURSIVE
+br AS (SELECT graph_conversation_id AS cid, branch_id, parent_branch_id, fork_message_id,
+              epoch_us(created_at) AS created_us FROM g_branches),
+nbr AS (SELECT cid, count(*) AS n FROM br GROUP BY cid),
+msgs AS (SELECT graph_conversation_id AS cid, message_id, epoch_us(created_at) AS created_us
+         FROM g_messages),
+walk(cid, start, branch, cutoff, d) AS (
+    SELECT DISTINCT cid, branch, branch, NULL::BIGINT, 0 FROM req
+    UNION ALL
+    SELECT l.cid, l.start, b.parent_branch_id,
+           CASE WHEN l.cutoff IS NULL OR coalesce(f.created_us, b.created_us) < l.cutoff
+                THEN coalesce(f.created_us, b.created_us) ELSE l.cutoff END,
+           l.d + 1
+    FROM walk l
+    JOIN br b ON b.cid = l.cid AND b.branch_id = l.branch
+    JOIN br p ON p.cid = b.cid AND p.branch_id = b.parent_branch_id
+    LEFT JOIN msgs f ON f.cid = b.cid AND f.message_id = b.fork_message_id
+    JOIN nbr ON nbr.cid = l.cid
+    WHERE l.d <= nbr.n)
+SELECT cid, start, branch, cutoff FROM walk
+QUALIFY row_number() OVER (PARTITION BY cid, start, branch ORDER BY d) = 1
+"""
+
+# subagent chains: run r0 (a subagent child) up through its parents while they are
+# subagent children; its depth below a participant is the first level that participant runs
+_CHILD_SQL = """
+WITH RECURSIVE
+runs AS (SELECT graph_conversation_id AS cid, model_run_id, participant_id, runtime_kind,
+                parent_model_run_id FROM g_model_runs),
+nruns AS (SELECT cid, count(*) AS n FROM runs GROUP BY cid),
+anc(cid, start, cur, d) AS (
+    SELECT cid, model_run_id, model_run_id, 0 FROM runs WHERE runtime_kind = 'subagent_child'
+    UNION ALL
+    SELECT a.cid, a.start, r.parent_model_run_id, a.d + 1
+    FROM anc a
+    JOIN runs r ON r.cid = a.cid AND r.model_run_id = a.cur AND r.runtime_kind = 'subagent_child'
+    JOIN runs p ON p.cid = r.cid AND p.model_run_id = r.parent_model_run_id
+    JOIN nruns ON nruns.cid = a.cid
+    WHERE a.d <= nruns.n)
+SELECT a.cid, a.start, p.participant_id AS who, min(a.d) AS depth
+FROM anc a JOIN runs p ON p.cid = a.cid AND p.model_run_id = a.cur
+WHERE a.d >= 1 GROUP BY ALL
+"""
+
+# exact evidence: (request, source artifact) pairs
+_EXACT_SQL = """
+SELECT q.a, s.src FROM (SELECT a, cid, unnest(exact) AS rid FROM req) q
+JOIN src s ON s.cid = q.cid AND s.kind = 'tool_artifact' AND s.rid = q.rid
+"""
+
+# links between sources of one conversation: supersession (old -> new, from both sides of
+# the link), artifact -> derived memory, memory -> conflicting memory
+_LINKS_SQL = """
+WITH mems AS (SELECT graph_conversation_id AS cid, memory_id, superseded_by, supersedes,
+                     source_artifact_ids, conflicts_with FROM g_tool_memories),
+pairs AS (
+    SELECT 0 AS edge, cid, memory_id AS x, superseded_by AS y FROM mems WHERE superseded_by IS NOT NULL
+    UNION
+    SELECT 0, cid, unnest(supersedes), memory_id FROM mems
+    UNION
+    SELECT 1, cid, unnest(source_artifact_ids), memory_id FROM mems
+    UNION
+    SELECT 2, cid, memory_id, unnest(conflicts_with) FROM mems),
+m AS (SELECT src, cid, rid FROM src WHERE kind = 'tool_memory'),
+t AS (SELECT src, cid, rid FROM src WHERE kind = 'tool_artifact')
+SELECT p.edge, o.src AS x, n.src AS y FROM pairs p
+JOIN m o ON p.edge <> 1 AND o.cid = p.cid AND o.rid = p.x
+JOIN m n ON n.cid = p.cid AND n.rid = p.y
+WHERE p.x <> p.y
+UNION ALL
+SELECT 1, t.src, n.src FROM pairs p
+JOIN t ON p.edge = 1 AND t.cid = p.cid AND t.rid = p.x
+JOIN m n ON n.cid = p.cid AND n.rid = p.y
+ORDER BY 1, 2, 3
+"""
+
+
+@dataclass(frozen=True)
+class ColumnarResult:
+    """``records``: the REPLAY_COLUMNS rows of every request, ordered by (assembly_id,
+    record_kind, record_id); ``assemblies``: one row per request, in the requests' order
+    (assembly_id, assembled_tokens, baseline_tokens, included_count, omitted_count)."""
+
+    records: pa.Table
+    assemblies: pa.Table
+
+
+def _policy_tables(policies: list[Policy]) -> dict[str, np.ndarray]:
+    """Per-policy settings as arrays indexed by policy number (and by an enum code, with a
+    last column standing for any code not in the enum)."""
+    def table(values: Sequence[str], pick: Any) -> np.ndarray:
+        out = np.zeros((len(policies), len(values) + 1), dtype=bool)
+        for i, p in enumerate(policies):
+            chosen = set(pick(p))
+            out[i, :len(values)] = [v in chosen for v in values]
+        return out
+
+    windows = np.full((len(policies), len(FRESH) + 1), -1, dtype=np.int64)
+    ranks = np.zeros((len(policies), len(RANK_KEYS)), dtype=np.int64)
+    for i, p in enumerate(policies):
+        for j, cls in enumerate(FRESH):
+            w = p.freshness.window(cls)
+            windows[i, j] = -1 if w is None else w * _US_PER_HOUR
+        order = {k: n for n, k in enumerate(p.ranking.order)}
+        ranks[i] = [order.get(k, len(order)) for k in RANK_KEYS]
+
+    def col(get: Any, dtype: Any = bool) -> np.ndarray:
+        return np.array([get(p) for p in policies], dtype=dtype)
+
+    return {
+        "removed": table(RETENTION, lambda p: p.retention.removed_classes),
+        "raw_blocked": table(PRIVACY, lambda p: p.privacy.raw_blocked_classes),
+        "protected": table(STATES, lambda p: p.recovery.protected_states),
+        "windows": windows,
+        "ranks": ranks,
+        "lineage_only": col(lambda p: p.branch.lineage_only),
+        "shared_fill": col(lambda p: p.branch.shared_fill),
+        "audit_excluded": col(lambda p: p.visibility.audit_only_excluded),
+        "isolation": col(lambda p: p.ownership.participant_isolation),
+        "omit_obsolete": col(lambda p: p.contradiction.supersession == "omit_obsolete"),
+        "both_sides": col(lambda p: p.contradiction.show_both_sides),
+        "stale_mark": col(lambda p: p.freshness.stale_action == "mark"),
+        "broken_mark": col(lambda p: p.freshness.broken_provenance == "mark"),
+        "promotion": col(lambda p: ("auto", "explicit", "never").index(p.ownership.child_promotion),
+                         np.int64),
+        "byte_budget": col(lambda p: p.rehydration.byte_budget, np.int64),
+        "exact_trigger": col(lambda p: p.rehydration.trigger == "exact_evidence"),
+        "max_messages": col(lambda p: p.window.max_messages, np.int64),
+        "token_budget": col(lambda p: p.budget.token_budget, np.int64),
+        "reserve": col(lambda p: p.budget.reserve_tokens, np.int64),
+    }
+
+
+def _groups(a: np.ndarray, order: np.ndarray, n_assemblies: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``order`` (sorted by assembly first): each row's rank within its assembly,
+    and each assembly's row count."""
+    counts = np.bincount(a[order], minlength=n_assemblies)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rank = np.arange(len(order)) - np.repeat(starts, counts)
+    return rank, counts
+
+
+def _greedy(a: np.ndarray, order: np.ndarray, size: np.ndarray, used: np.ndarray,
+            cap: np.ndarray, cut_kind: np.ndarray | None = None) -> np.ndarray:
+    """A sequential "take what fits, skip what does not" per assembly, over rows ``order``
+    (each assembly's rows in its own ranking order), for all assemblies at once: one numpy
+    step per rank. ``used`` (per assembly) is updated in place. With ``cut_kind``, once a
+    row of that kind does not fit, every later row of that kind is refused as well (the
+    history keeps no holes). Returns whether each row of ``order`` fits."""
+    n_a = len(used)
+    fits = np.zeros(len(order), dtype=bool)
+    if not len(order):
+        return fits
+    rank, counts = _groups(a, order, n_a)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    by_size = np.argsort(-counts, kind="stable")
+    sizes = counts[by_size]
+    cut = np.zeros(n_a, dtype=bool)
+    for k in range(int(sizes[0])):
+        groups = by_size[:int(np.searchsorted(-sizes, -k, side="left"))]  # sizes > k
+        pos = starts[groups] + k
+        rows = order[pos]
+        t = size[rows]
+        ok = used[groups] + t <= cap[groups]
+        if cut_kind is not None:
+            is_cut = cut_kind[rows]
+            blocked = is_cut & cut[groups]
+            ok &= ~blocked
+            cut[groups[is_cut & ~ok & ~blocked]] = True
+        used[groups[ok]] += t[ok]
+        fits[pos] = ok
+    return fits
+
+
+def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
+                    policies: Sequence[Policy]) -> ColumnarResult:
+    """Every request (context_assemblies rows, with conversation_id) replayed under its
+    policy (``policies[i]`` for ``requests`` row i). ``graphs``: the graph tables of the
+    requests' conversations with ``graph_conversation_id`` (``Store.conversation_graphs``)."""
+    n_a = requests.num_rows
+    ids = requests.column("assembly_id")
+    by_id = np.asarray(pc.sort_indices(ids), dtype=np.int64)
+    a_of_req = np.empty(n_a, dtype=np.int64)
+    a_of_req[by_id] = np.arange(n_a)
+    distinct: dict[int, int] = {}
+    pol_list: list[Policy] = []
+    pidx_req = np.zeros(n_a, dtype=np.int64)
+    for i, p in enumerate(policies):
+        if id(p) not in distinct:
+            distinct[id(p)] = len(pol_list)
+            pol_list.append(p)
+        pidx_req[i] = distinct[id(p)]
+    P = _policy_tables(pol_list)
+    # per assembly: index a is the rank of its id, so (a, kind, id) is the output's order
+    pidx = pidx_req[by_id]
+    req_a = requests.take(pa.array(by_id, pa.int64()))
+    at_us = _ints(req_a.column("assembled_at").cast(pa.timestamp("us", "UTC")).cast(pa.int64()), 0)
+    limit_col = req_a.column("context_limit").cast(pa.int64())
+    A = {
+        "pidx": pidx, "at": at_us,
+        "blocked_here": _provider_rules(pol_list, pidx, req_a.column("provider")),
+        "autonomous": _ints(pc.equal(req_a.column("runtime_kind"), "autonomous_discussion"), False)
+        .astype(bool),
+        "has_limit": np.asarray(limit_col.is_valid(), dtype=bool),
+        "limit": _ints(limit_col, 0),
+    }
+
+    con = duckdb.connect()
+    try:
+        for name in GRAPH_TABLES:
+            con.register(f"g_{name}", graphs[name])
+        con.register("req", pa.table({
+            "a": pa.array(np.arange(n_a), pa.int64()),
+            "cid": req_a.column("conversation_id"),
+            "run": req_a.column("model_run_id"),
+            "branch": req_a.column("branch_id"),
+            "exact": req_a.column("exact_evidence_ids"),
+        }))
+        # numbered in (conversation, kind, run, id) order (Arrow sorts strings by code
+        # point, as the oracle does, and faster than a window over them; only skill states
+        # and checkpoints have a run, so its nulls never meet its values)
+        pool = con.sql(_SOURCES_SQL).to_arrow_table()
+        order = pc.sort_indices(pool, sort_keys=[("cid", "ascending"), ("kind", "ascending"),
+                                                 ("grp_run", "ascending"), ("rid", "ascending")])
+        src = pool.take(order)
+        src = src.append_column("src", pa.array(np.arange(src.num_rows), pa.int64()))
+        con.register("src", src)
+        ranges = con.sql(_RANGES_SQL).to_arrow_table()
+        lineage = con.sql(_LINEAGE_SQL).to_arrow_table()
+        children = con.sql(_CHILD_SQL).to_arrow_table()
+        exact = con.sql(_EXACT_SQL).to_arrow_table()
+        links = con.sql(_LINKS_SQL).to_arrow_table()
+    finally:
+        con.close()
+    c = _expand(src, ranges, lineage, children, exact, req_a, at_us)
+    e_kind, x, y = (_ints(links.column(n), 0) for n in ("edge", "x", "y"))
+    edges = [_row_edges(x[e_kind == i], y[e_kind == i], c["a"], c["src"], src.num_rows)
+             for i in range(3)]
+    return _stages(c, edges, req_a.column("assembly_id"), a_of_req, P, A)
+
+
+def _ints(column: Any, null: Any) -> np.ndarray:
+    """An Arrow column as a numpy array, nulls replaced by ``null``."""
+    return np.asarray(pc.fill_null(column, null).to_numpy(zero_copy_only=False))
+
+
+class _Codes:
+    """One integer code per distinct string of a few Arrow columns (null: -1), so that
+    strings of different tables compare as integers."""
+
+    def __init__(self, *columns: Any) -> None:
+        parts = [pa.chunked_array(c) if not isinstance(c, pa.ChunkedArray) else c for c in columns]
+        values = pa.chunked_array([ch for p in parts for ch in p.cast(pa.string()).chunks],
+                                  type=pa.string())
+        self.values = pc.unique(values).drop_null() if len(values) else pa.array([], pa.string())
+        self.size = len(self.values) + 1
+
+    def __call__(self, column: Any) -> np.ndarray:
+        if not len(column):
+            return np.zeros(0, dtype=np.int64)
+        return _ints(pc.index_in(column, value_set=self.values), -1).astype(np.int64)
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each key, whether ``table_keys`` holds it and at which index (table_keys sorted)."""
+    if not len(table_keys):
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+    pos = np.searchsorted(table_keys, keys)
+    pos = np.minimum(pos, len(table_keys) - 1)
+    return table_keys[pos] == keys, pos
+
+
+def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Table,
+            exact: pa.Table, req: pa.Table, at_us: np.ndarray) -> dict[str, Any]:
+    """The candidate rows (assembly x source), in (assembly, kind, id) order, with every
+    column the stages read."""
+    n_a = req.num_rows
+    lo = np.stack([_ints(ranges.column(f"{s}_lo"), 0) for s in "cmst"], axis=1).ravel()
+    hi = np.stack([_ints(ranges.column(f"{s}_hi"), 0) for s in "cmst"], axis=1).ravel()
+    length = hi - lo
+    total = int(length.sum())
+    offsets = np.cumsum(length) - length
+    srcidx = np.arange(total, dtype=np.int64) - np.repeat(offsets - lo, length)
+    a = np.repeat(np.repeat(np.arange(n_a, dtype=np.int64), 4), length)
+    enter = _ints(src.column("enter_us"), np.iinfo(np.int64).max)
+    keep = enter[srcidx] <= at_us[a]
+    srcidx, a = srcidx[keep], a[keep]
+
+    def col(name: str, null: Any = 0) -> np.ndarray:
+        return _ints(src.column(name), null)[srcidx]
+
+    k = col("k", -1).astype(np.int64)
+    own = (k == K_SKILL) | (k == K_CKPT)  # the request's own run: its branch, always on lineage
+    created = col("created_us")
+    branches = _Codes(src.column("branch"), req.column("branch_id"), lineage.column("start"),
+                      lineage.column("branch"))
+    b_src = branches(src.column("branch"))[srcidx]
+    b_req = branches(req.column("branch_id"))[a]
+    # lookups key on the conversation too: a row reachable from two conversations (an
+    # artifact) is judged by each conversation's own branches and runs
+    convs = _Codes(req.column("conversation_id"), lineage.column("cid"), children.column("cid"))
+    conv = convs(req.column("conversation_id"))[a]
+    lin_keys = ((convs(lineage.column("cid")) * branches.size + branches(lineage.column("start")))
+                * branches.size + branches(lineage.column("branch")))
+    order = np.argsort(lin_keys, kind="stable")
+    found, pos = _lookup((conv * branches.size + b_req) * branches.size + b_src, lin_keys[order])
+    cutoffs = _ints(lineage.column("cutoff"), np.iinfo(np.int64).max)[order]
+    cutoff = cutoffs[pos] if len(cutoffs) else np.zeros(len(pos), np.int64)
+    on = own | (found & (created <= cutoff))
+
+    shared = src.column("shared")
+    people = _Codes(src.column("owner"), src.column("mpart"), src.column("orun_part"),
+                    req.column("participant_id"), children.column("who"),
+                    pc.list_flatten(shared) if len(shared) else pa.array([], pa.string()))
+    me = people(req.column("participant_id"))[a]
+    owner = people(src.column("owner"))[srcidx]
+    src_ids = np.arange(src.num_rows, dtype=np.int64)
+    if len(shared):
+        flat = pc.list_flatten(shared)
+        parents = np.asarray(pc.list_parent_indices(shared).to_numpy(), dtype=np.int64)
+        share_keys = np.sort(src_ids[parents] * people.size + people(flat))
+    else:
+        share_keys = np.zeros(0, dtype=np.int64)
+    shared_me, _ = _lookup(srcidx * people.size + me, share_keys)
+
+    runs = _Codes(src.column("orun"), children.column("start"))
+    child_keys = ((convs(children.column("cid")) * runs.size + runs(children.column("start")))
+                  * people.size + people(children.column("who")))
+    corder = np.argsort(child_keys, kind="stable")
+    orun = runs(src.column("orun"))[srcidx]
+    hit, cpos = _lookup((conv * runs.size + orun) * people.size + me, child_keys[corder])
+    depths = _ints(children.column("depth"), 0)[corder] if children.num_rows else np.zeros(1, np.int64)
+    depth = np.where(hit & (orun >= 0) & (people(src.column("orun_part"))[srcidx] != me),
+                     depths[cpos], 0)
+
+    exact_keys = np.sort(_ints(exact.column("a"), 0) * src.num_rows + _ints(exact.column("src"), 0))
+    is_exact, _ = _lookup(a * src.num_rows + srcidx, exact_keys)
+
+    # a call's state at the request's time (an artifact without its call: its own status)
+    at = at_us[a]
+    never = np.iinfo(np.int64).max
+    cstatus = col("cstatus", -1)
+    open_ = col("done_us", never) > at
+    state = np.where(open_, np.where(cstatus == STATES.index("deferred"), STATES.index("deferred"),
+                                     STATES.index("pending")),
+                     np.where(cstatus == STATES.index("failed"),
+                              np.where(col("fix_us", never) <= at, STATES.index("resolved"),
+                                       STATES.index("failed")),
+                              cstatus))
+    state = np.where(col("has_call", False), state, col("astatus", -1))
+
+    return {
+        "a": a, "src": srcidx, "k": k, "created_us": created, "tokens": col("tokens"),
+        "on_lineage": on, "same_branch": own | (b_src == b_req),
+        "scope": col("scope", -1).astype(np.int64), "owner_null": owner < 0,
+        "owner_me": (owner >= 0) & (owner == me), "shared_me": shared_me, "depth": depth,
+        "privacy": col("privacy", -1).astype(np.int64),
+        "retention": col("retention", -1).astype(np.int64),
+        "settled": col("settled", False), "byte_size": col("byte_size"), "exact": is_exact,
+        "state": state.astype(np.int64), "conf": col("conf", 0.0),
+        "fclass": col("fclass", -1).astype(np.int64), "age_us": at - col("obs_us", 0),
+        "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
+        "missing": col("missing", False), "assistant": col("assistant", False),
+        "said_by_me": people(src.column("mpart"))[srcidx] == me,
+        **{name: rank[srcidx] for name, rank in _source_orders(src).items()},
+        "n_src": src.num_rows,
+        "kind": src.column("kind"), "rid": src.column("rid"),
+    }
+
+
+def _row_edges(x: np.ndarray, y: np.ndarray, a: np.ndarray, srcidx: np.ndarray,
+               n_src: int) -> tuple[np.ndarray, np.ndarray]:
+    """Links between sources (x -> y) as links between candidate rows of one assembly:
+    for every row of a source x, the row of y in the same assembly, if y is a candidate."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(x) or not len(a):
+        return empty, empty
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    degree = np.bincount(x, minlength=n_src)
+    first = np.cumsum(degree) - degree
+    d = degree[srcidx]
+    rows = np.flatnonzero(d)
+    if not len(rows):
+        return empty, empty
+    dd = d[rows]
+    rep = np.repeat(rows, dd)
+    nth = np.arange(int(dd.sum())) - np.repeat(np.cumsum(dd) - dd, dd)
+    targets = a[rep] * n_src + y[first[srcidx[rep]] + nth]
+    found, pos = _lookup(targets, a * n_src + srcidx)  # row keys increase with the row
+    return rep[found], pos[found]
+
+
+def _provider_rules(policies: list[Policy], pidx: np.ndarray, providers: Any) -> np.ndarray:
+    """Per assembly, the privacy classes its policy blocks for its provider (the policy
+    matches the provider's name in any case, so each distinct name is asked once)."""
+    named = pc.fill_null(providers, "")
+    names = pa.array(pc.unique(named).to_pylist(), pa.string())
+    codes = _Codes(names)
+    table = np.zeros((max(len(policies), 1) * codes.size, len(PRIVACY) + 1), dtype=bool)
+    for pi, policy in enumerate(policies):
+        for name, code in zip(names.to_pylist(), codes(names).tolist()):
+            rule = policy.privacy.rule_for(name)
+            if rule is not None:
+                blocked = set(rule.blocked_classes)
+                table[pi * codes.size + code, :len(PRIVACY)] = [v in blocked for v in PRIVACY]
+    return table[pidx * codes.size + codes(named)]
+
+
+def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
+            ids: pa.ChunkedArray, a_of_req: np.ndarray, P: dict[str, np.ndarray],
+            A: dict[str, np.ndarray]) -> ColumnarResult:
+    """The eleven stages over the candidate rows (``_expand``); ``A``: per-assembly arrays."""
+    pidx, at_us, blocked_here, autonomous = A["pidx"], A["at"], A["blocked_here"], A["autonomous"]
+    has_limit, limit = A["has_limit"], A["limit"]
+    n = len(cand["a"])
+    n_a = len(ids)
+    a = cand["a"]
+    k = cand["k"]
+    created = cand["created_us"]
+    tokens = cand["tokens"].astype(np.int64)
+    scope = cand["scope"]
+    privacy = cand["privacy"]
+    state = cand["state"]
+    pol = pidx[a] if n else np.zeros(0, np.int64)
+    is_msg, is_call, is_art, is_mem = (k == K_MSG), (k == K_CALL), (k == K_ART), (k == K_MEM)
+    is_skill, is_ckpt = (k == K_SKILL), (k == K_CKPT)
+
+    alive = np.ones(n, dtype=bool)
+    step = np.zeros(n, dtype=np.int8)
+    fam = np.zeros(n, dtype=np.int8)
+    reason = np.zeros(n, dtype=np.int8)
+    rend = np.full(n, -1, dtype=np.int8)
+
+    def add(mask: np.ndarray, st: int, family: str, code: str, deny: bool) -> None:
+        step[mask] = st
+        fam[mask] = F[family]
+        reason[mask] = R[code]
+        if deny:
+            alive[mask] = False
+
+    (sup_src, sup_dst), (der_src, der_dst), (con_src, con_dst) = edges
+
+    def any_edge(src: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, dtype=bool)
+        out[src[ok]] = True
+        return out
+
+    # 1 not yet created
+    add(created > at_us[a], 1, "window", "not_yet_created", True)
+    # 2 retention
+    add(alive & is_art & P["removed"][pol, cand["retention"]], 2, "retention",
+        "retention_removed", True)
+    # 3 branch lineage, and the history-replay baseline
+    on = cand["on_lineage"]
+    base = on & (created <= at_us[a]) & (is_msg | is_call | is_art)
+    baseline_tokens = np.bincount(a[base], weights=tokens[base], minlength=n_a).astype(np.int64)
+    off = alive & ~on & P["lineage_only"][pol]
+    fill = off & is_mem & (scope == S_CONV) & P["shared_fill"][pol]
+    add(fill, 3, "branch", "conversation_shared", False)
+    add(off & ~fill, 3, "branch", "sibling_branch", True)
+    # 4 visibility and ownership
+    m4 = alive & ~(is_skill | is_ckpt)
+    audit = m4 & (scope == S_AUDIT) & P["audit_excluded"][pol]
+    add(audit, 4, "visibility", "audit_only", True)
+    m4 &= ~audit
+    unknown = m4 & (scope == S_PRIVATE) & cand["owner_null"]
+    add(unknown, 4, "ownership", "owner_unknown", True)
+    m4 &= ~unknown
+    depth = cand["depth"].astype(np.int64)
+    child = m4 & (depth > 0)
+    m4 &= ~child
+    add(m4 & (scope == S_PRIVATE) & ~cand["owner_me"] & ~cand["shared_me"]
+        & P["isolation"][pol], 4, "ownership", "participant_private", True)
+    # 5 privacy and provider
+    m5 = alive & (is_art | is_mem)
+    raw = m5 & is_art & P["raw_blocked"][pol, privacy]
+    add(raw, 5, "privacy", "privacy_restricted", True)
+    add(m5 & ~raw & blocked_here[a, privacy], 5, "privacy", "provider_restricted", True)
+    hidden45 = ~alive & ((step == 4) | (step == 5))
+    # 6 contradiction and supersession
+    live_mem = alive & is_mem
+    superseded = any_edge(sup_src, live_mem[sup_src] & live_mem[sup_dst])
+    add(superseded & P["omit_obsolete"][pol], 6, "contradiction", "superseded", True)
+    conflict = con_src[alive[con_src] & alive[con_dst]]
+    both = P["both_sides"][pol[conflict]]
+    shown_both = np.zeros(n, dtype=bool)
+    shown_both[conflict[both]] = True
+    add(shown_both, 6, "contradiction", "conflict_both_sides", False)
+    weigh = np.unique(conflict[~both])
+    if len(weigh):
+        add(_mask(n, _outweighed(weigh, con_src, con_dst, a, alive, cand["confidence_rank"])),
+            6, "contradiction", "redundant", True)
+    hidden = alive & is_mem & any_edge(sup_src, hidden45[sup_dst])
+    mark = hidden & P["stale_mark"][pol]
+    add(mark, 6, "contradiction", "stale_marker", False)
+    rend[mark] = RD["stale_marker"]
+    add(hidden & ~mark, 6, "contradiction", "superseded", True)
+    # 7 freshness and provenance
+    m7 = alive & is_mem
+    broken = m7 & cand["missing"]
+    bmark = broken & P["broken_mark"][pol]
+    add(bmark, 7, "freshness", "stale_marker", False)
+    rend[bmark] = RD["revalidation_hint"]
+    add(broken & ~bmark, 7, "freshness", "broken_provenance", True)
+    m7 &= ~broken
+    window = P["windows"][pol, cand["fclass"].astype(np.int64)]
+    stale = m7 & (window >= 0) & (cand["age_us"] > window)
+    smark = stale & P["stale_mark"][pol]
+    add(smark, 7, "freshness", "stale_marker", False)
+    rend[smark] = RD["stale_marker"]
+    add(stale & ~smark, 7, "freshness", "stale", True)
+    add(m7 & ~stale & (step == 0), 7, "freshness", "compact_memory", False)
+    # 8 promotion and rehydration
+    live8 = alive.copy()
+    ch = live8 & child
+    mode = P["promotion"][pol]
+    ok = is_mem & (cand["promo"] != 2) & ((mode == 0) | ((mode == 1) & cand["promoted"]))
+    one_level_only = ch & ok & (mode == 1) & (depth > 1)
+    promoted = ch & ok & ~one_level_only
+    add(ch & ~promoted, 8, "promotion", "child_not_promoted", True)
+    add(promoted, 8, "promotion", "promoted_child_output", False)
+    rend[promoted & (rend < 0)] = RD["compact_memory"]
+    art8 = live8 & ~child & is_art
+    settled = cand["settled"]
+    exact = art8 & settled & cand["exact"] & P["exact_trigger"][pol]
+    ex_rows = np.flatnonzero(exact)  # in (assembly, id) order: the byte budget's order
+    byte_used = np.zeros(n_a, dtype=np.int64)
+    fit = _greedy(a, ex_rows, cand["byte_size"].astype(np.int64), byte_used,
+                  P["byte_budget"][pidx] if n_a else byte_used)
+    rehydrated = np.zeros(n, dtype=bool)
+    rehydrated[ex_rows[fit]] = True
+    add(rehydrated, 8, "rehydration", "rehydrated_exact", False)
+    rend[rehydrated] = RD["rehydrated_raw"]
+    add(exact & ~rehydrated, 8, "rehydration", "byte_budget_exceeded", True)
+    has_derived = any_edge(der_src, np.ones(len(der_src), dtype=bool))
+    waiting = art8 & settled & ~exact & has_derived
+    alive[waiting] = False
+    reference = art8 & settled & ~exact & ~has_derived
+    add(reference, 8, "rehydration", "lineage", False)
+    rend[reference] = RD["reference"]
+    add(live8 & ~child & is_call & (state == ST_SUCCEEDED), 8, "rehydration", "redundant", True)
+    # 9 recovery protection
+    m9 = alive.copy()
+    add(m9 & is_skill, 9, "recovery", "skill_active", False)
+    add(m9 & is_ckpt, 9, "recovery", "checkpoint_restore", False)
+    rend[m9 & (is_skill | is_ckpt)] = RD["summary"]
+    work = m9 & (is_call | is_art)
+    protected = work & P["protected"][pol, state]
+    add(protected, 9, "recovery", "recovery_protected", False)
+    rend[protected] = RD["verbatim"]
+    add(work & ~protected & (is_call | ~settled), 9, "recovery", "redundant", True)
+    # 10 window: the newest max_messages live messages
+    msg_rows = np.flatnonzero(alive & is_msg)
+    n_src = int(cand["n_src"])
+    if len(msg_rows):
+        order = msg_rows[np.argsort(a[msg_rows] * n_src + cand["newest_first"][msg_rows], kind="stable")]
+        rank, _ = _groups(a, order, n_a)
+        outside = rank >= P["max_messages"][pol[order]]
+        add(_mask(n, order[outside]), 10, "window", "outside_window", True)
+        inside = order[~outside]
+        speaker = autonomous[a[inside]] & cand["assistant"][inside] & ~cand["said_by_me"][inside]
+        same = cand["same_branch"][inside]
+        add(_mask(n, inside[speaker]), 10, "window", "speaker_context", False)
+        add(_mask(n, inside[~speaker & same]), 10, "window", "in_window", False)
+        add(_mask(n, inside[~speaker & ~same]), 10, "window", "lineage", False)
+        rend[inside] = RD["verbatim"]
+    # 11 budget
+    budget = P["token_budget"][pidx] if n_a else np.zeros(0, np.int64)
+    budget = np.where(has_limit & (limit < budget), limit, budget)
+    available = budget - (P["reserve"][pidx] if n_a else 0)
+
+    def shown() -> np.ndarray:
+        return np.where(np.isin(rend, MARKERS), np.minimum(tokens, MARKER_TOKENS), tokens)
+
+    keep = alive & protected
+    used = np.bincount(a[keep], weights=shown()[keep], minlength=n_a).astype(np.int64)
+    rest = alive & ~protected
+    rend[rest & (rend < 0)] = np.where(is_mem, RD["compact_memory"], RD["verbatim"])[rest & (rend < 0)]
+    rows = np.flatnonzero(rest)
+    if len(rows):
+        key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[k])
+        keyrank = P["ranks"][pol, key]
+        order = rows[np.argsort((a[rows] * (len(RANK_KEYS) + 1) + keyrank[rows]) * n_src
+                                + cand["ranking"][rows], kind="stable")]
+        fits = _greedy(a, order, shown(), used, available, cut_kind=is_msg)
+        add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
+    # raw artifacts with a derived memory: replaced only by a memory that is in the prompt,
+    # else shown as a reference if what the budget has left allows
+    replaced = waiting & any_edge(der_src, alive[der_dst])
+    add(replaced, 8, "rehydration", "raw_replaced_by_memory", False)
+    alive[replaced] = False
+    late = np.flatnonzero(waiting & ~replaced)
+    if len(late):
+        alive[late] = True
+        add(_mask(n, late), 8, "rehydration", "lineage", False)
+        rend[late] = RD["reference"]
+        fits = _greedy(a, late, tokens, used, available)
+        add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
+    add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
+
+    return _finish(cand, ids, a_of_req, a, tokens, alive, fam, reason,
+                   rend, shown(), baseline_tokens)
+
+
+def _outweighed(rows: np.ndarray, src: np.ndarray, dst: np.ndarray, a: np.ndarray,
+                alive: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Conflicting memories without show_both_sides: in id order within each assembly, a
+    still-live memory is dropped when a still-live peer it conflicts with outweighs it
+    (higher confidence, then higher id). One drop changes the next comparison, so this
+    walks the k-th such memory of every assembly at once. ``rows``: the memories with a
+    live peer (sorted); ``alive`` is updated. Returns the rows dropped."""
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    first = np.searchsorted(src, rows, side="left")
+    count = np.searchsorted(src, rows, side="right") - first
+    rank, _ = _groups(a, rows, int(a.max()) + 1 if len(a) else 0)
+    dropped: list[np.ndarray] = []
+    for k in range(int(rank.max()) + 1):
+        now = np.flatnonzero((rank == k) & alive[rows])
+        if not len(now):
+            continue
+        c, n_edges = rows[now], count[now]
+        rep = np.repeat(np.arange(len(c)), n_edges)
+        peer = dst[np.repeat(first[now], n_edges) + np.arange(int(n_edges.sum()))
+                   - np.repeat(np.cumsum(n_edges) - n_edges, n_edges)]
+        best = np.full(len(c), -1, dtype=np.int64)
+        live = alive[peer]
+        np.maximum.at(best, rep[live], key[peer[live]])
+        out = c[best > key[c]]
+        alive[out] = False
+        dropped.append(out)
+    return np.concatenate(dropped) if dropped else np.zeros(0, dtype=np.int64)
+
+
+def _mask(n: int, rows: np.ndarray) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[rows] = True
+    return out
+
+
+def _source_orders(src: pa.Table) -> dict[str, Any]:
+    """Each source's rank in the three orders the stages sort one assembly's rows by (all of
+    an assembly's sources are of one conversation, so a rank over the chunk's sources
+    orders them): ``prompt`` (kind's prompt order, created, id), ``newest_first`` (messages:
+    created, id, both descending), ``ranking`` (the budget's order after the kind's policy
+    rank: higher confidence first for memories, then newest, then id; ties by kind)."""
+    n = src.num_rows
+    k = _ints(src.column("k"), -1).astype(np.int64)
+    created = _ints(src.column("created_us"), 0)
+    rid = _rid_rank(src.column("rid"))
+    conf = np.where(k == K_MEM, -_ints(src.column("conf"), 0.0), 0.0)
+
+    def rank(order: np.ndarray) -> np.ndarray:
+        out = np.empty(n, dtype=np.int64)
+        out[order] = np.arange(n)
+        return out
+
+    return {
+        "prompt": rank(np.lexsort((rid, created, PROMPT_ORDER[k] if n else k))),
+        "newest_first": rank(np.lexsort((-rid, -created))),
+        "ranking": rank(np.lexsort((k, rid, -created, conf))),
+        "confidence_rank": rank(np.lexsort((rid, -conf))),  # higher confidence, then id
+    }
+
+
+def _rid_rank(rid: Any) -> np.ndarray:
+    """Each record id as a rank in code point order (the oracle's string order); equal ids
+    rank equal."""
+    if not len(rid):
+        return np.zeros(0, dtype=np.int64)
+    enc = pc.dictionary_encode(rid).combine_chunks()
+    dict_order = np.asarray(pc.sort_indices(enc.dictionary))
+    rank_of = np.empty(len(dict_order), dtype=np.int64)
+    rank_of[dict_order] = np.arange(len(dict_order))
+    return rank_of[enc.indices.to_numpy()]
+
+
+def _strings(codes: np.ndarray, names: Sequence[str], valid: np.ndarray | None = None) -> pa.Array:
+    """Codes as the strings they stand for (null where not ``valid``)."""
+    idx = pa.array(np.where(codes < 0, 0, codes).astype(np.int32),
+                   mask=None if valid is None else ~valid)
+    return pa.array(list(names), pa.string()).take(idx)
+
+
+def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a: np.ndarray,
+            tokens: np.ndarray, alive: np.ndarray, fam: np.ndarray, reason: np.ndarray, rend: np.ndarray, shown: np.ndarray,
+            baseline_tokens: np.ndarray) -> ColumnarResult:
+    n = len(a)
+    n_a = len(ids)
+    position = np.zeros(n, dtype=np.int64)
+    inc = np.flatnonzero(alive)
+    if len(inc):
+        order = inc[np.argsort(a[inc] * int(cand["n_src"]) + cand["prompt"][inc], kind="stable")]
+        rank, _ = _groups(a, order, n_a)
+        position[order] = rank
+    final_tokens = np.where(alive, shown, tokens)
+    records = pa.table({
+        "assembly_id": ids.take(pa.array(a, pa.int64())),
+        "record_kind": cand["kind"].take(pa.array(cand["src"], pa.int64())),
+        "record_id": cand["rid"].take(pa.array(cand["src"], pa.int64())),
+        "decision": _strings(np.where(alive, 0, 1), ("included", "omitted")),
+        "rendering": _strings(rend, RENDERINGS, alive),
+        "position": pa.array(position, pa.int64(), mask=~alive),
+        "policy_family": _strings(fam, FAMILIES),
+        "reason_code": _strings(reason, REASONS),
+        "tokens": pa.array(final_tokens, pa.int64()),
+    })
+    included = np.bincount(a[alive], minlength=n_a).astype(np.int64)
+    total = np.bincount(a, minlength=n_a).astype(np.int64)
+    assembled = np.bincount(a[alive], weights=final_tokens[alive], minlength=n_a).astype(np.int64)
+    return ColumnarResult(
+        records=records,
+        assemblies=pa.table({
+            "assembly_id": ids.take(pa.array(a_of_req, pa.int64())),
+            "assembled_tokens": pa.array(assembled[a_of_req], pa.int64()),
+            "baseline_tokens": pa.array(baseline_tokens[a_of_req], pa.int64()),
+            "included_count": pa.array(included[a_of_req], pa.int64()),
+            "omitted_count": pa.array((total - included)[a_of_req], pa.int64()),
+        }),
+    )
+
+
+def selection_hashes(records: pa.Table, assembly_ids: Sequence[str]) -> dict[str, str]:
+    """The selection hash of each of ``assembly_ids`` from ``records`` (REPLAY_COLUMNS,
+    ordered by assembly, kind, id): the one place a replayed chunk's hashes are computed,
+    so a columnar hash can replace it."""
+    names = ("record_kind", "record_id", "decision", "rendering", "position")
+    rows = [dict(zip(names, r)) for r in zip(*(records.column(c).to_pylist() for c in names))]
+    ids = records.column("assembly_id")
+    out: dict[str, str] = {}
+    if rows:
+        # each assembly's rows are one run of equal ids
+        change = np.flatnonzero(~_ints(pc.equal(ids[1:], ids[:-1]), False).astype(bool)) + 1
+        bounds = [0, *change.tolist(), len(rows)]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            out[ids[lo].as_py()] = selection_hash(rows[lo:hi])
+    for aid in assembly_ids:
+        if aid not in out:
+            out[aid] = selection_hash([])
+    return out
+
+
+def graphs_from_snapshots(snapshots: dict[str, Snapshot]) -> dict[str, pa.Table]:
+    """Snapshots (conversation id -> Snapshot, as ``load_snapshots`` gives) as the Arrow
+    graph tables ``replay_columnar`` reads, each row tagged with its conversation."""
+    out: dict[str, pa.Table] = {}
+    for name in GRAPH_TABLES:
+        rows: list[dict[str, Any]] = []
+        tags: list[str] = []
+        for cid, snap in snapshots.items():
+            for row in snap.tables.get(name, []):
+                rows.append(row)
+                tags.append(cid)
+        table = _to_arrow(name, rows)
+        out[name] = table.append_column("graph_conversation_id", pa.array(tags, pa.string()))
+    return out
+
+
+_ARROW = {"str": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(),
+          "bool": pa.bool_(), "ts": pa.timestamp("us", tz="UTC"), "list": pa.list_(pa.string())}
+
+
+def _to_arrow(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    cols = TABLES[name].columns
+    return pa.table({c.name: pa.array([r.get(c.name) for r in rows], _ARROW[c.kind]) for c in cols})
