@@ -4,6 +4,7 @@ Layering: ``inspector -> readmodel -> replay -> ingest``. The CLI and the screen
 this package for answers; they format, nothing more.
 """
 
+from replay.compare import CompareCancelled
 from replay.diff import CHANGE_CLASSES
 from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
@@ -13,6 +14,7 @@ from .tokens import token_accounting
 from .records import record_content
 from .results import (
     AssemblyView,
+    CompareResult,
     ConversationView,
     DiffView,
     SafetyView,
@@ -31,8 +33,10 @@ __all__ = [
     "CHANGE_CLASSES",
     "RECORDED",
     "AssemblyVerdict",
+    "CompareCancelled",
     "AnswerCache",
     "AssemblyView",
+    "CompareResult",
     "ConversationView",
     "DiffView",
     "FieldDifference",
