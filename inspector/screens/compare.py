@@ -59,6 +59,12 @@ class ComparePicker(PolicyPicker):
     """The policy picker, choosing side B (the highlighted version) and side A (the
     recording or another version) for a compare over many requests."""
 
+    BINDINGS = [
+        Binding("enter", "choose", "Compare under version", show=False),
+        Binding("a", "focus_against", "Compare against…"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
     def __init__(self, filter_text: str = "") -> None:
         super().__init__("", None)
         self.filter_text = filter_text

@@ -136,7 +136,7 @@ class RequestsScreen(Screen[None]):
         Binding("c", "conversation", "Conversation"),
         Binding("r", "reload", "Reload"),
         Binding("V", "verify", "Verify all"),
-        Binding("C", "compare", "Compare versions"),
+        Binding("C", "compare", "Compare versions", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
 
