@@ -48,7 +48,13 @@ def bench(db: Path, a: str, b: str) -> None:
         baseline = statistics.median(times)
         before = peak_mb()
         t0 = time.perf_counter()
-        result = compare(store, registry, a, b)
+
+        def progress(done: int, total: int) -> None:
+            # per chunk: a run too long to wait for still shows whether memory stays flat
+            print(f"  {done:,} of {total:,} requests, {time.perf_counter() - t0:.0f} s, "
+                  f"peak RSS {peak_mb():,.0f} MB", flush=True)
+
+        result = compare(store, registry, a, b, progress=progress)
         elapsed = time.perf_counter() - t0
         after = peak_mb()
     print(f"store: {db.name}: {requests:,} requests, {records:,} assembly_records rows")

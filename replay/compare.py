@@ -466,6 +466,9 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             if out is not None:
                 out(rows)
             done += chunk.requests.num_rows
+            # the next chunk's snapshots and replays are built before these names are
+            # rebound: drop this chunk's now, or two chunks' worth is alive at the peak
+            del snapshots, side_a, side_b, pairs, per_request, safety, rows
             report(done, total)
         if cancelled is not None and cancelled():
             raise CompareCancelled
