@@ -64,6 +64,7 @@ TOP = 10  # most-changed requests kept
 EXAMPLES = 5  # requests named per safety finding
 EXAMPLE_RECORDS = 20  # records named per safety finding
 HISTOGRAM_BINS = 20
+SAFETY_BATCH = 256  # changed requests whose records are Python rows at once
 PERCENTILES = (1, 5, 25, 50, 75, 95, 99)
 
 REQUEST_SCHEMA = pa.schema([
@@ -331,11 +332,22 @@ def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshot
             side_a: pa.Table, side_b: pa.Table, ids: list[str]) -> pa.Table:
     """Both sides' findings for the requests ``ids`` (whose selection differs), tallied into
     ``result``; returns (assembly_id, safety_regressions, safety_fixes)."""
-    wanted = pa.array(ids, pa.string())
+    counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
+    # the safety function reads Python rows: a bounded batch of requests at a time
+    for start in range(0, len(ids), SAFETY_BATCH):
+        _safety_batch(result, registry, chunk, snapshots, side_a, side_b,
+                      pa.array(ids[start:start + SAFETY_BATCH], pa.string()), counts)
+    return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
+                                              ("safety_regressions", pa.int64()),
+                                              ("safety_fixes", pa.int64())]))
+
+
+def _safety_batch(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshots: dict,
+                  side_a: pa.Table, side_b: pa.Table, wanted: pa.Array,
+                  counts: dict[str, list[Any]]) -> None:
     a_rows = _grouped(side_a.filter(pc.is_in(side_a["assembly_id"], wanted)))
     b_rows = _grouped(side_b.filter(pc.is_in(side_b["assembly_id"], wanted)))
     requests = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"], wanted)).to_pylist()
-    counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
     for row in requests:
         aid = row["assembly_id"]
         context = SafetyContext(snapshots[row["conversation_id"]], request_from_row(row), registry)
@@ -353,9 +365,6 @@ def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshot
         counts["assembly_id"].append(aid)
         counts["safety_regressions"].append(len(delta.regressions))
         counts["safety_fixes"].append(len(delta.fixes))
-    return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
-                                              ("safety_regressions", pa.int64()),
-                                              ("safety_fixes", pa.int64())]))
 
 
 def _in_recording(result: Comparison, store: "Store", registry: PolicyRegistry,
