@@ -32,6 +32,7 @@ def key_owners() -> list[tuple[str, Any]]:
     """(help section title, class with BINDINGS) for every screen and keyed widget, in the
     order the help lists them."""
     from .screens.bisect import BisectScreen
+    from .screens.compare import ComparePicker, CompareScreen
     from .screens.diff import DiffScreen
     from .screens.replay import PolicyPicker
     from .screens.verify import VerifyScreen
@@ -47,6 +48,8 @@ def key_owners() -> list[tuple[str, Any]]:
         ("Replay: policy picker (assembly screen, r)", PolicyPicker),
         ("Diff", DiffScreen),
         ("Verify (request list, V)", VerifyScreen),
+        ("Compare: policy picker (request list, C)", ComparePicker),
+        ("Compare", CompareScreen),
         ("Conversation", ConversationScreen),
         ("Reveal confirmation", ConfirmReveal),
     ]
@@ -193,6 +196,22 @@ class ContextLensApp(App[None]):
         from .screens.bisect import BisectScreen
 
         self.push_screen(BisectScreen(assembly_id, record_kind, record_id))
+
+    def pick_compare(self, flt: Any = None, filter_text: str = "") -> None:
+        """Ask for side B and side A, then compare them over the requests ``flt`` selects."""
+        from .screens.compare import ComparePicker
+        from .screens.replay import ReplayChoice
+
+        def chosen(choice: ReplayChoice | None) -> None:
+            if choice is not None:
+                self.open_compare(choice.against, choice.version, flt, filter_text)
+
+        self.push_screen(ComparePicker(filter_text), chosen)
+
+    def open_compare(self, a: str, b: str, flt: Any = None, filter_text: str = "") -> None:
+        from .screens.compare import CompareScreen
+
+        self.push_screen(CompareScreen(a, b, flt, filter_text))
 
     def open_verify(self) -> None:
         from .screens.verify import VerifyScreen

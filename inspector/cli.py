@@ -18,7 +18,7 @@ import click
 from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
-from .console import emit_json, stream_json_array, stream_table, json_default, print_diff, print_table, progress_printer, vis
+from .console import emit_json, stream_json_array, stream_table, json_default, print_compare, print_diff, print_table, progress_printer, vis
 from .stores import resolve_store
 
 # ----------------------------------------------------------------------------- helpers
@@ -514,6 +514,40 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
         click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
     if any(f["severity"] == "error" for f in out):
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@db_option
+@policies_option
+@click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
+@click.option("--out", "out_file", metavar="FILE.parquet", type=click.Path(path_type=Path),
+              help="Also write one row per request to this Parquet file.")
+@click.option("--force", is_flag=True, help="Replace the --out file if it exists.")
+@reveal_option
+@json_option
+def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_expr: str | None,
+            out_file: Path | None, force: bool, reveal: bool, as_json: bool) -> None:
+    """Replay every request (or those matching --filter) under policy A and policy B and
+    aggregate what changes, safety regressions first. A is a version or `recorded` (the
+    recorded assemblies). Details: docs/cli.md."""
+    from ingest.filters import parse_filter
+
+    flt = parse_filter(filter_expr) if filter_expr else None
+    progress = progress_printer()
+    with _Answers(db, policies_dir) as answers:
+        result = answers.compare(
+            a, b, flt, out=out_file, force=force, reveal=reveal,
+            progress=(lambda done, total: progress("comparing", done, total)) if progress else None,
+        )
+    out = result.to_json()
+    if as_json:
+        emit_json(out)
+        return
+    print_compare(out)
+    if out_file is not None:
+        click.echo(f"\nwrote one row per request ({result.requests}) to {out_file}")
 
 
 @cli.group()

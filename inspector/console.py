@@ -15,7 +15,8 @@ import click
 from ingest.text import clip, json_safe, visible_text
 from ingest.timefmt import table_time
 
-__all__ = ["dumps", "emit_json", "json_default", "print_diff", "print_table", "progress_printer",
+__all__ = ["dumps", "emit_json", "json_default", "print_compare", "print_diff", "print_table",
+           "progress_printer",
            "stream_json_array", "stream_table", "vis"]
 
 
@@ -157,3 +158,88 @@ def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
     if rows:
         click.echo("")
         print_table(rows, ["change", "record_kind", "record_id", "a", "b", "b_reason"])
+
+
+COMPARE_SAFETY_TITLES = (
+    ("regressions", "regressions (B has, A has not)"),
+    ("fixes", "fixes (A has, B has not)"),
+    ("in_recording", "in the recording (sent)"),
+)
+COMPARE_CHANGE_TITLES = (
+    ("newly_included", "newly included", "A's reason"),
+    ("newly_omitted", "newly omitted", "B's reason"),
+    ("rerendered", "re-rendered", "B's reason"),
+)
+
+
+def _requests(n: int) -> str:
+    return f"{n} request{'s' if n != 1 else ''}"
+
+
+def _signed(n: Any) -> str:
+    return "-" if n is None else f"{n:+d}" if isinstance(n, int) else str(n)
+
+
+def print_compare(d: dict[str, Any]) -> None:
+    """A compare (``CompareResult.to_json()``): safety first, then the aggregates, the
+    token-delta distribution and the most-changed requests."""
+    where = f" matching {vis(d['filter'])}" if d.get("filter") else ""
+    click.echo(f"compare {vis(d['a'])} -> {vis(d['b'])} over {d['requests']} requests{where}")
+    safety = d["safety"]
+    if not any(safety.get(k) for k, _ in COMPARE_SAFETY_TITLES):
+        click.echo("safety: none")
+    else:
+        click.echo("safety:")
+    for key, title in COMPARE_SAFETY_TITLES:
+        groups = safety.get(key)
+        if not groups:
+            continue
+        total = sum(g["findings"] for g in groups)
+        click.echo(f"  {title}: {total}")
+        for g in groups:
+            click.echo(f"    {vis(g['finding'])}: {g['findings']} in {_requests(g['requests'])}, "
+                       f"e.g. {vis(g['example_requests'])}")
+            for rec in g["records"]:
+                click.echo(f"      {vis(rec['record_kind'])} {vis(rec['record_id'])} "
+                           f"({_requests(rec['requests'])})")
+    click.echo(f"\nrequests: {d['requests']} compared, {d['affected']} affected "
+               "(what the model receives differs)")
+    records = d["records"]
+    click.echo("records: " + ", ".join(f"{title} {records[key]['total']}"
+                                       for key, title, _ in COMPARE_CHANGE_TITLES)
+               + f" (moved {records['moved']['total']}, reason changed "
+               f"{records['reason_changed']['total']})")
+    for key, title, reason in COMPARE_CHANGE_TITLES:
+        rows = records[key]["by"]
+        if rows:
+            click.echo(f"  {title}, by kind, {reason} and privacy class:")
+            shown = [{"record_kind": r["record_kind"], "reason": r["reason"],
+                      "privacy_class": r["privacy_class"], "count": r["count"]} for r in rows]
+            for line in _table_lines(shown, ["record_kind", "reason", "privacy_class", "count"]):
+                click.echo("    " + line)
+    tokens = d["tokens"]
+    per = tokens["per_request"]
+    click.echo(f"\ntokens: {tokens['a']} -> {tokens['b']} ({_signed(tokens['delta'])})")
+    if per["count"]:
+        pct = ", ".join(f"{k} {_signed(v)}" for k, v in per["percentiles"].items())
+        click.echo(f"  per request delta: min {_signed(per['min'])}, {pct}, "
+                   f"max {_signed(per['max'])}, mean {per['mean']:+}")
+        most = max(b["count"] for b in per["histogram"]) or 1
+        for b in per["histogram"]:
+            label = f"{b['lo']:+d}..{b['hi'] - 1:+d}" if b["hi"] - b["lo"] > 1 else f"{b['lo']:+d}"
+            bar = "█" * max(1 if b["count"] else 0, round(30 * b["count"] / most))
+            click.echo(f"    {label:>15} {b['count']:>8} {bar}")
+    if d["most_changed"]:
+        click.echo("\nmost changed:")
+        for line in _table_lines(d["most_changed"], [
+                "assembly_id", "safety_regressions", "safety_fixes", "newly_included",
+                "newly_omitted", "rerendered", "tokens_a", "tokens_b", "delta"]):
+            click.echo("  " + line)
+
+
+def _table_lines(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> list[str]:
+    cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return lines

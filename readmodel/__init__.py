@@ -4,6 +4,7 @@ Layering: ``inspector -> readmodel -> replay -> ingest``. The CLI and the screen
 this package for answers; they format, nothing more.
 """
 
+from replay.compare import CompareCancelled
 from replay.diff import CHANGE_CLASSES
 from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
@@ -14,6 +15,7 @@ from .records import record_content
 from .results import (
     AssemblyView,
     BisectResult,
+    CompareResult,
     ConversationView,
     DiffView,
     SafetyView,
@@ -32,9 +34,11 @@ __all__ = [
     "CHANGE_CLASSES",
     "RECORDED",
     "AssemblyVerdict",
+    "CompareCancelled",
     "AnswerCache",
     "AssemblyView",
     "BisectResult",
+    "CompareResult",
     "ConversationView",
     "DiffView",
     "FieldDifference",

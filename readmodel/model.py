@@ -13,6 +13,7 @@ diff just shown replays nothing again.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
@@ -40,6 +41,7 @@ from .tokens import token_accounting
 from .results import (
     AssemblyView,
     BisectResult,
+    CompareResult,
     ConversationView,
     DiffView,
     SafetyView,
@@ -51,6 +53,7 @@ from .results import (
     RequestPage,
     TokenReportRow,
     frozen_row,
+    frozen_tree,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -445,6 +448,44 @@ class ReadModel:
         rows: counts per verdict and the non-faithful assemblies (``replay.verify``). Holds
         ids, codes and hashes only: nothing to mask."""
         return verify_store(self.store, self.registry, progress=progress, flt=flt)
+
+    def compare(self, a: str, b: str, flt: "AssemblyFilter | str | None" = None,
+                progress: Callable[[int, int], None] | None = None,
+                cancelled: Callable[[], bool] | None = None,
+                out: "str | os.PathLike[str] | None" = None, force: bool = False,
+                reveal: bool = False) -> CompareResult:
+        """Side A (``"recorded"`` or a version) against version B over the requests matching
+        ``flt`` (``replay.compare``); with ``out``, the per-request rows are written to that
+        Parquet file (an existing one only with ``force``). Raises
+        ``replay.compare.CompareCancelled`` when ``cancelled()`` turns true."""
+        from replay.compare import ParquetOut, compare
+
+        masker = Masker(reveal)
+        if out is None:
+            result = compare(self.store, self.registry, a, b, flt, progress, cancelled)
+        else:
+            self.registry.get(b)  # bad input fails before a file is created
+            if a != RECORDED:
+                self.registry.get(a)
+            with ParquetOut(out, force=force) as sink:
+                result = compare(self.store, self.registry, a, b, flt, progress, cancelled, sink)
+        data = result.to_json()
+        for group in data["safety"].values():
+            for entry in group or []:
+                entry["example_requests"] = [masker.text(i) for i in entry["example_requests"]]
+                for rec in entry["records"]:
+                    rec["record_id"] = masker.text(rec["record_id"])
+        keys = tuple(r["assembly_id"] for r in data["most_changed"])
+        for row in data["most_changed"]:
+            row["assembly_id"] = masker.text(row["assembly_id"])
+            row["conversation_id"] = masker.text(row["conversation_id"])
+        return CompareResult(
+            a=a, b=b, filter=masker.text(data["filter"]), requests=data["requests"],
+            affected=data["affected"], safety=frozen_tree(data["safety"]),
+            records=frozen_tree(data["records"]), tokens=frozen_tree(data["tokens"]),
+            most_changed=frozen_tree(data["most_changed"]), most_changed_keys=keys,
+            out=str(out) if out is not None else None,
+        )
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,
                      reveal: bool = False) -> list[TokenReportRow]:

@@ -16,6 +16,7 @@ import pyarrow as pa
 __all__ = [
     "AssemblyView",
     "BisectResult",
+    "CompareResult",
     "ConversationView",
     "DiffView",
     "SafetyView",
@@ -377,3 +378,54 @@ class BisectResult:
             "first_seen": self.first_seen,
             "rule": self.rule,
         }
+
+def frozen_tree(value: Any) -> Any:
+    """Plain data (dicts, lists) made read-only all the way down."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen_tree(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen_tree(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """``frozen_tree``'s inverse, for JSON."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thawed(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """Side A (``"recorded"`` or a version) against side B over many requests
+    (``replay.compare``): safety first (``regressions``, ``fixes``, ``in_recording``: per
+    finding, counts and example requests and records; ``in_recording`` is None unless A is
+    the recording), then requests compared and affected, record changes by kind, reason and
+    privacy class, tokens with the per-request delta distribution, and the most-changed
+    requests. Ids from logs are masked where they look like secrets; ``most_changed_keys``
+    holds the real assembly ids of ``most_changed``, to open one."""
+
+    a: str
+    b: str
+    filter: str
+    requests: int
+    affected: int
+    safety: Mapping[str, Any]
+    records: Mapping[str, Any]
+    tokens: Mapping[str, Any]
+    most_changed: tuple[Mapping[str, Any], ...]
+    most_changed_keys: tuple[str, ...]
+    out: str | None = None  # the Parquet file of per-request rows, when one was written
+
+    @property
+    def regressions(self) -> int:
+        return sum(g["findings"] for g in self.safety["regressions"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "filter": self.filter,
+                "safety": thawed(self.safety), "requests": self.requests,
+                "affected": self.affected, "records": thawed(self.records),
+                "tokens": thawed(self.tokens), "most_changed": thawed(self.most_changed),
+                "out": self.out}

@@ -331,6 +331,17 @@ class AssemblyQueries(Database):
             [export_id, list(assembly_ids)],
         )
 
+    def record_privacy(self, export_id: str, artifact_ids: list[str],
+                       memory_ids: list[str]) -> pa.Table:
+        """record_kind, record_id, privacy_class of some artifacts and memories of one export."""
+        return self._arrow(
+            "SELECT 'tool_artifact' AS record_kind, artifact_id AS record_id, privacy_class "
+            "FROM tool_artifacts WHERE export_id = ? AND artifact_id IN (SELECT unnest(?::VARCHAR[])) "
+            "UNION ALL SELECT 'tool_memory', memory_id, privacy_class FROM tool_memories "
+            "WHERE export_id = ? AND memory_id IN (SELECT unnest(?::VARCHAR[]))",
+            [export_id, list(artifact_ids), export_id, list(memory_ids)],
+        )
+
     def recorded_decisions(self, assembly_id: str) -> pa.Table:
         """policy_decisions rows (contract columns) of one assembly, by step and decision id."""
         export_id = self._assembly_export(assembly_id)

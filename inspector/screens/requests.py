@@ -136,6 +136,7 @@ class RequestsScreen(Screen[None]):
         Binding("c", "conversation", "Conversation"),
         Binding("r", "reload", "Reload"),
         Binding("V", "verify", "Verify all"),
+        Binding("C", "compare", "Compare versions", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
 
@@ -404,6 +405,11 @@ class RequestsScreen(Screen[None]):
 
     def action_verify(self) -> None:
         self.app.open_verify()  # type: ignore[attr-defined]
+
+    def action_compare(self) -> None:
+        """Compare two policy versions over the requests the current filter selects."""
+        q = self.query_state
+        self.app.pick_compare(q.flt, q.text)  # type: ignore[attr-defined]
 
     def _sort_by(self, column_index: int) -> None:
         if not 0 <= column_index < len(COLUMNS):

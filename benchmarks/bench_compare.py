@@ -1,0 +1,89 @@
+"""Compare throughput and memory: two policy versions over a whole synthetic store.
+
+    contextlens sample --scale 10000 --out DIR && contextlens ingest DIR --db X.duckdb
+    python benchmarks/bench_compare.py --db X.duckdb [--a v4 --b v5]
+    python benchmarks/bench_compare.py --scale 10000      # builds the store in a temp dir
+
+Reports, in one process:
+
+1. the baseline: ``SELECT assembly_id, count(*) FROM assembly_records GROUP BY assembly_id``
+   over the same store (median of 3), in records per second;
+2. ``replay.compare`` of A against B over every request (both sides replayed, paired,
+   aggregated, safety judged on the changed requests), in records per second, where the
+   records are the store's assembly_records rows (one side's worth);
+3. the process's peak RSS (``ru_maxrss``) after the compare, and the growth of the peak
+   during it: compare keeps aggregates only, so the growth should not follow the store's
+   size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from ingest.store import Store, ingest
+from replay.compare import compare
+from replay.policy import load_registry
+from replay.sample_export import write_sample
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench(db: Path, a: str, b: str) -> None:
+    registry = load_registry(None)
+    with Store.open(db) as store:
+        requests = store.count_assemblies()
+        records = store._rows("SELECT count(*) FROM assembly_records")[0][0]
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            store._arrow("SELECT assembly_id, count(*) FROM assembly_records GROUP BY assembly_id")
+            times.append(time.perf_counter() - t0)
+        baseline = statistics.median(times)
+        before = peak_mb()
+        t0 = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            # per chunk: a run too long to wait for still shows whether memory stays flat
+            print(f"  {done:,} of {total:,} requests, {time.perf_counter() - t0:.0f} s, "
+                  f"peak RSS {peak_mb():,.0f} MB", flush=True)
+
+        result = compare(store, registry, a, b, progress=progress)
+        elapsed = time.perf_counter() - t0
+        after = peak_mb()
+    print(f"store: {db.name}: {requests:,} requests, {records:,} assembly_records rows")
+    print(f"GROUP BY baseline: {baseline * 1000:.1f} ms, {records / baseline:,.0f} records/s")
+    pairs = sum(result.counts.values())
+    print(f"compare {a} -> {b}: {elapsed:.2f} s, {records / elapsed:,.0f} records/s "
+          f"({elapsed / baseline:,.0f}x the GROUP BY's time), {pairs:,} record pairs, "
+          f"{pairs / elapsed:,.0f} pairs/s; {result.affected:,} affected, "
+          f"{sum(t.findings for t in result.safety['regressions'].values()):,} safety regressions")
+    print(f"peak RSS: {after:,.0f} MB (before the compare {before:,.0f} MB, "
+          f"+{after - before:,.0f} MB during it)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, help="an ingested store")
+    parser.add_argument("--scale", type=int, help="build a synthetic store of N assemblies")
+    parser.add_argument("--a", default="v4")
+    parser.add_argument("--b", default="v5")
+    args = parser.parse_args()
+    if args.db is not None:
+        bench(args.db, args.a, args.b)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        export = write_sample(Path(tmp) / "export", scale=args.scale or 10_000)
+        db = Path(tmp) / "store.duckdb"
+        ingest(export, db)
+        bench(db, args.a, args.b)
+
+
+if __name__ == "__main__":
+    main()

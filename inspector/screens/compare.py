@@ -1,0 +1,338 @@
+"""Compare two policy versions (or a version against the recording) over the requests the
+list's filter selects: safety regressions first, then the aggregates (requests affected,
+records newly in, out and re-rendered by kind, reason and privacy class, tokens), a
+histogram of the per-request token deltas, and the most-changed requests; Enter on one
+opens its diff.
+
+``ComparePicker`` chooses the two sides (the replay policy picker, for many requests).
+The compare runs in a thread worker with a progress bar; Escape stops it.
+
+Pipeline: ``CompareProgressed`` (from the callback) -> ``CompareFinished`` or
+``CompareFailed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Label, OptionList, ProgressBar, Select, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+from textual_fastdatatable import DataTable
+from textual_plotext import PlotextPlot
+
+from ingest.errors import ContextlensError
+from readmodel import RECORDED, CompareCancelled, CompareResult
+
+from ..widgets.arrow_table import arrow_table
+from ..widgets.safe import one_line, safe_text
+from .replay import PolicyPicker
+
+PROGRESS_STEPS = 200  # at most this many progress updates per run
+
+SAFETY_TITLES = (
+    ("regressions", "regressions (B has, A has not)", "bold red"),
+    ("fixes", "fixes (A has, B has not)", "bold green"),
+    ("in_recording", "in the recording (sent)", "bold yellow"),
+)
+CHANGE_TITLES = (
+    ("newly_included", "newly included", "A's reason"),
+    ("newly_omitted", "newly omitted", "B's reason"),
+    ("rerendered", "re-rendered", "B's reason"),
+)
+MOST_CHANGED_COLUMNS = (
+    ("assembly", "assembly_id"), ("safety +", "safety_regressions"), ("safety −", "safety_fixes"),
+    ("in", "newly_included"), ("out", "newly_omitted"), ("re-rendered", "rerendered"),
+    ("tokens A", "tokens_a"), ("tokens B", "tokens_b"), ("delta", "delta"),
+)
+
+
+class ComparePicker(PolicyPicker):
+    """The policy picker, choosing side B (the highlighted version) and side A (the
+    recording or another version) for a compare over many requests."""
+
+    BINDINGS = [
+        Binding("enter", "choose", "Compare under version", show=False),
+        Binding("a", "focus_against", "Compare against…"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(self, filter_text: str = "") -> None:
+        super().__init__("", None)
+        self.filter_text = filter_text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="replay-dialog"):
+            title = Text()
+            title.append("Compare ", style="bold")
+            title.append("the filtered requests" if self.filter_text.strip() else "every request",
+                         style="bold")
+            if self.filter_text.strip():
+                title.append(f"  (filter: {one_line(self.filter_text, 60)})", style="dim")
+            yield Static(title, classes="dialog-title")
+            versions = OptionList(id="policy-versions", markup=False)
+            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
+            yield versions
+            with Horizontal(id="against-row"):
+                yield Label("compare against (side A)", id="against-label")
+                yield Select[str]([(self._recorded_label(), RECORDED)], value=RECORDED,
+                                  allow_blank=False, id="against", compact=True)
+            yield Static("enter: compare under the highlighted version (side B) · "
+                         "a / tab: choose side A · esc: cancel", id="replay-hint", markup=False)
+
+    def _recorded_label(self) -> str:
+        return "the recorded assemblies"
+
+
+class CompareFinished(Message):
+    def __init__(self, result: CompareResult) -> None:
+        super().__init__()
+        self.result = result
+
+
+class CompareFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def safety_text(result: CompareResult) -> Text:
+    """The safety block: each group's findings, their requests and records."""
+    text = Text()
+    groups = [(key, title, style, result.safety.get(key) or ())
+              for key, title, style in SAFETY_TITLES]
+    if not any(items for *_, items in groups):
+        text.append("safety: none", style="bold green")
+        return text
+    text.append("safety", style="bold")
+    for key, title, style, items in groups:
+        if not items:
+            continue
+        total = sum(g["findings"] for g in items)
+        text.append(f"\n{title}: {total}", style=style)
+        for g in items:
+            text.append(f"\n  {safe_text(g['finding'])}", style="bold")
+            text.append(f": {g['findings']} in {g['requests']} requests, e.g. "
+                        f"{', '.join(one_line(r, 40) for r in g['example_requests'])}")
+            records = ", ".join(f"{safe_text(r['record_id'])} ({r['requests']})"
+                                for r in g["records"])
+            text.append(f"\n    {one_line(records, 300)}", style="dim")
+    return text
+
+
+def aggregates_text(result: CompareResult) -> Text:
+    """Requests affected, record changes by kind, reason and privacy class, tokens."""
+    text = Text()
+    text.append(f"{result.requests:,} requests compared, ")
+    text.append(f"{result.affected:,} affected", style="bold")
+    text.append(" (what the model receives differs)")
+    records = result.records
+    for key, title, reason in CHANGE_TITLES:
+        block = records[key]
+        text.append(f"\n{title}: {block['total']:,}", style="bold")
+        if block["by"]:
+            text.append(f"  (kind · {reason} · privacy class)", style="dim")
+        for row in block["by"][:8]:
+            text.append(f"\n  {row['count']:>6,}  {safe_text(row['record_kind'])} · "
+                        f"{safe_text(row['reason'] or '-')} · {safe_text(row['privacy_class'] or '-')}")
+        if len(block["by"]) > 8:
+            text.append(f"\n  … {len(block['by']) - 8} more groups", style="dim")
+    text.append(f"\nmoved {records['moved']['total']:,} · reason changed "
+                f"{records['reason_changed']['total']:,}", style="dim")
+    tokens = result.tokens
+    per = tokens["per_request"]
+    text.append(f"\ntokens {tokens['a']:,} → {tokens['b']:,} ({tokens['delta']:+,})", style="bold")
+    if per["count"]:
+        pct = per["percentiles"]
+        text.append(f"\nper request: min {per['min']:+,} · p50 {pct['p50']:+,} · "
+                    f"p95 {pct['p95']:+,} · max {per['max']:+,}")
+    return text
+
+
+def most_changed_table(result: CompareResult) -> pa.Table:
+    return pa.table({label: pa.array([row[key] for row in result.most_changed],
+                                     pa.string() if key == "assembly_id" else pa.int64())
+                     for label, key in MOST_CHANGED_COLUMNS})
+
+
+def bin_labels(histogram: Any) -> list[str]:
+    return [f"{b['lo']:+d}" if b["hi"] - b["lo"] == 1 else f"{b['lo']:+d}…{b['hi'] - 1:+d}"
+            for b in histogram]
+
+
+class CompareScreen(Screen[None]):
+    """Side A against side B over the filtered requests, safety first."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open diff", show=False),
+        Binding("r", "rerun", "Compare again"),
+        Binding("escape", "back", "Stop / back"),
+    ]
+
+    DEFAULT_CSS = """
+    #compare-title { padding: 0 1; text-style: bold; background: $boost; }
+    #compare-progress { padding: 0 2; height: auto; }
+    #compare-progress Bar { width: 100; }
+    #compare-body { height: 1fr; }
+    #compare-report { width: 3fr; padding: 0 1; }
+    #compare-safety { height: auto; padding: 0 1; margin-bottom: 1; }
+    CompareScreen.-regressed #compare-safety { border-left: thick $error; }
+    #compare-aggregates { height: auto; padding: 0 1; }
+    #compare-histogram { width: 2fr; min-width: 30; }
+    #compare-holder { height: 10; }
+    #compare-table { height: 1fr; }
+    #compare-status { height: 1; padding: 0 1; background: $panel; color: $text; }
+    """
+
+    def __init__(self, a: str, b: str, flt: Any = None, filter_text: str = "") -> None:
+        super().__init__()
+        self.a, self.b = a, b
+        self.flt = flt
+        self.filter_text = filter_text
+        self.result: CompareResult | None = None
+        self.running = False
+        self.cancelled = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        title = (f"Compare {'the recording' if self.a == RECORDED else self.a} → {self.b} over "
+                 + (f"the requests matching {one_line(self.filter_text, 60)}"
+                    if self.filter_text.strip() else "every request"))
+        yield Static(title, id="compare-title", markup=False)
+        yield ProgressBar(id="compare-progress", show_eta=False)
+        with Horizontal(id="compare-body"):
+            with VerticalScroll(id="compare-report"):
+                yield Static("Replaying…", id="compare-safety", markup=False)
+                yield Static("", id="compare-aggregates", markup=False)
+            yield PlotextPlot(id="compare-histogram")
+        yield Vertical(id="compare-holder")
+        yield Static("", id="compare-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        self.running, self.cancelled, self.result = True, False, None
+        self.set_class(True, "-running")
+        self.set_class(False, "-regressed")
+        self.query_one("#compare-progress", ProgressBar).update(total=None, progress=0)
+        self.query_one("#compare-safety", Static).update("Replaying…")
+        self.query_one("#compare-aggregates", Static).update("")
+        self.query_one("#compare-holder").remove_children()
+        self.query_one("#compare-status", Static).update("esc: stop the compare")
+        self.run_compare()
+
+    # ------------------------------------------------------------------ the worker
+
+    @work(thread=True, exclusive=True, group="compare")
+    def run_compare(self) -> None:
+        worker = get_current_worker()
+        answers = self.app.answers()  # type: ignore[attr-defined]
+        last = [-1]
+
+        def progress(done: int, total: int) -> None:
+            step = max(total // PROGRESS_STEPS, 1)
+            if done == total or done - last[0] >= step:
+                last[0] = done
+                self.app.call_from_thread(self._progressed, done, total)
+
+        try:
+            result = answers.compare(self.a, self.b, self.flt, progress=progress,
+                                     cancelled=lambda: worker.is_cancelled,
+                                     reveal=bool(self.app.reveal))  # type: ignore[attr-defined]
+        except CompareCancelled:
+            return
+        except ContextlensError as err:
+            self.post_message(CompareFailed(str(err)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(CompareFinished(result))
+
+    def _progressed(self, done: int, total: int) -> None:
+        if not self.is_attached or not self.running:
+            return
+        self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
+        self.query_one("#compare-safety", Static).update(f"Replaying… {done:,} of {total:,} requests")
+
+    # ------------------------------------------------------------------ results
+
+    async def on_compare_finished(self, message: CompareFinished) -> None:
+        self.running = False
+        result = self.result = message.result
+        self.set_class(False, "-running")
+        self.set_class(bool(result.safety["regressions"]), "-regressed")
+        bar = self.query_one("#compare-progress", ProgressBar)
+        bar.update(total=max(result.requests, 1), progress=max(result.requests, 1))
+        self.query_one("#compare-safety", Static).update(safety_text(result))
+        self.query_one("#compare-aggregates", Static).update(aggregates_text(result))
+        self._plot(result)
+        holder = self.query_one("#compare-holder")
+        await holder.remove_children()
+        if result.most_changed:
+            table = arrow_table(most_changed_table(result), id="compare-table",
+                                max_column_content_width=40)
+            await holder.mount(table)
+            table.focus()
+            status = "enter: diff of the highlighted request · r: compare again · esc: back"
+        else:
+            await holder.mount(Static("No request changes between the two sides.",
+                                      classes="placeholder", markup=False))
+            status = "r: compare again · esc: back"
+        self.query_one("#compare-status", Static).update(status)
+
+    def _plot(self, result: CompareResult) -> None:
+        plot = self.query_one("#compare-histogram", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        histogram = result.tokens["per_request"]["histogram"]
+        if histogram:
+            plt.bar(bin_labels(histogram), [b["count"] for b in histogram])
+        plt.title("requests by token delta (B − A)")
+        plot.refresh()
+
+    def on_compare_failed(self, message: CompareFailed) -> None:
+        self.running = False
+        self.set_class(False, "-running")
+        self.query_one("#compare-safety", Static).update(
+            Text(f"Compare failed: {safe_text(message.error)}", style="bold red"))
+        self.query_one("#compare-status", Static).update("r: compare again · esc: back")
+
+    # ------------------------------------------------------------------ actions
+
+    @on(DataTable.RowSelected, "#compare-table")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        self._open(event.cursor_row)
+
+    def _open(self, row: int) -> None:
+        if self.result is None or not 0 <= row < len(self.result.most_changed_keys):
+            return
+        self.app.open_diff(self.result.most_changed_keys[row], self.b, self.a)  # type: ignore[attr-defined]
+
+    def action_open(self) -> None:
+        for table in self.query("#compare-table").results(DataTable):
+            self._open(table.cursor_row)
+
+    def action_rerun(self) -> None:
+        if not self.running:
+            self.start()
+
+    def action_back(self) -> None:
+        """While it runs, stop the compare (and stay); else go back."""
+        if self.running:
+            self.running, self.cancelled = False, True
+            self.app.workers.cancel_node(self)
+            self.set_class(False, "-running")
+            self.query_one("#compare-safety", Static).update("Compare stopped.")
+            self.query_one("#compare-status", Static).update("r: compare again · esc: back")
+            return
+        self.app.pop_screen()

@@ -1,0 +1,490 @@
+"""Compare two policy versions (or a version against the recording) over many requests.
+
+``compare(store, registry, a, b, flt)`` walks the requests matching ``flt`` in chunks
+(``replay.engine.chunks``), replays each chunk under both sides with ``replay_chunk`` (side
+A ``"recorded"`` reads the chunk's recorded rows in one query instead), and pairs the two
+sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying each pair as
+``replay.diff`` does for one request. Only bounded aggregates are kept while it walks:
+
+- requests compared, and requests **affected**: what the model receives differs (a record
+  newly included, newly omitted, re-rendered, or moved among the records both include);
+- records newly included, newly omitted and re-rendered, counted by record kind, reason
+  (B's reason for a newly omitted record, A's for a newly included one, B's for a
+  re-rendered one) and privacy class;
+- tokens (the included records' tokens, as a diff counts them) on each side, and the
+  distribution of per-request deltas (exact: a count per distinct delta), as percentiles
+  and histogram bins;
+- the ``top`` most-changed requests (safety regressions, then changed records, then the
+  size of the token delta);
+- **safety** (``replay/safety.py``, the one definition): both sides' findings for every
+  request whose included records or renderings differ (a request whose selection is equal
+  on both sides has equal findings), as ``regressions`` (B has, A has not) and ``fixes``;
+  with side A the recording, ``in_recording`` is every finding in what was sent, over all
+  compared requests, read with the store's SQL form of the same definition
+  (``Store.safety_violations``, held equal to ``SafetyContext.findings`` by the tests).
+  Each group counts findings per kind of finding, with the requests and records involved
+  (the first few of each, so memory stays flat).
+
+The per-request rows (``REQUEST_SCHEMA``) go to ``out`` (a callable taking an Arrow table)
+chunk by chunk as they are computed; ``ParquetOut`` writes them to a Parquet file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.errors import ContextlensError
+
+from .diff import SafetyDelta
+from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunks, replay_chunk
+from .policy import PolicyRegistry
+from .safety import LINT_RULES, SafetyContext, standard_blocked, standard_windows
+from .snapshot import request_from_row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.filters import AssemblyFilter
+    from ingest.store import Store
+
+__all__ = ["CHANGES", "RECORDED", "REQUEST_SCHEMA", "Comparison", "CompareCancelled",
+           "ParquetOut", "compare"]
+
+RECORDED = "recorded"
+# the record changes compare counts by kind, reason and privacy class
+CHANGES = ("newly_included", "newly_omitted", "rerendered")
+TOP = 10  # most-changed requests kept
+EXAMPLES = 5  # requests named per safety finding
+EXAMPLE_RECORDS = 20  # records named per safety finding
+HISTOGRAM_BINS = 20
+SAFETY_BATCH = 256  # changed requests whose records are Python rows at once
+PERCENTILES = (1, 5, 25, 50, 75, 95, 99)
+
+REQUEST_SCHEMA = pa.schema([
+    ("assembly_id", pa.string()), ("conversation_id", pa.string()),
+    ("tokens_a", pa.int64()), ("tokens_b", pa.int64()), ("delta", pa.int64()),
+    ("newly_included", pa.int64()), ("newly_omitted", pa.int64()), ("rerendered", pa.int64()),
+    ("safety_regressions", pa.int64()), ("safety_fixes", pa.int64()), ("changed", pa.bool_()),
+])
+
+_FINDING_OF_RULE = {rule: finding for finding, rule in LINT_RULES.items()}
+
+# Each pair of records (one side may be missing) classified as replay.diff classifies it;
+# "moved" compares ranks among the records both sides include, ordered by (position, kind, id).
+_PAIRS_SQL = """
+WITH p AS (
+  SELECT coalesce(a.assembly_id, b.assembly_id) AS assembly_id,
+         coalesce(a.record_kind, b.record_kind) AS record_kind,
+         coalesce(a.record_id, b.record_id) AS record_id,
+         coalesce(a.decision = 'included', false) AS ia,
+         coalesce(b.decision = 'included', false) AS ib,
+         a.assembly_id IS NULL OR b.assembly_id IS NULL AS one_side,
+         a.rendering AS ar, b.rendering AS br, a.reason_code AS ra, b.reason_code AS rb,
+         a.position AS ap, b.position AS bp, a.tokens AS a_tok, b.tokens AS b_tok
+  FROM side_a a FULL OUTER JOIN side_b b
+    ON a.assembly_id = b.assembly_id AND a.record_kind = b.record_kind
+   AND a.record_id = b.record_id
+), r AS (
+  SELECT *,
+    CASE WHEN ia AND ib THEN row_number() OVER (PARTITION BY assembly_id, ia AND ib
+                                                ORDER BY ap, record_kind, record_id) END AS rank_a,
+    CASE WHEN ia AND ib THEN row_number() OVER (PARTITION BY assembly_id, ia AND ib
+                                                ORDER BY bp, record_kind, record_id) END AS rank_b
+  FROM p
+)
+SELECT assembly_id, record_kind, record_id, ia, ib, a_tok, b_tok, ar, br,
+  CASE WHEN ib AND NOT ia THEN 'newly_included'
+       WHEN ia AND NOT ib THEN 'newly_omitted'
+       WHEN ia AND ib AND ar IS DISTINCT FROM br THEN 'rerendered'
+       WHEN ia AND ib AND ra IS DISTINCT FROM rb THEN 'reason_changed'
+       WHEN ia AND ib AND rank_a <> rank_b THEN 'moved'
+       WHEN ia AND ib THEN 'unchanged'
+       WHEN one_side OR ra IS DISTINCT FROM rb THEN 'reason_changed'
+       ELSE 'unchanged' END AS change,
+  CASE WHEN ib AND NOT ia THEN ra ELSE rb END AS reason
+FROM r
+"""
+
+_PER_REQUEST_SQL = """
+SELECT q.assembly_id, q.conversation_id,
+  coalesce(sum(c.a_tok) FILTER (WHERE c.ia), 0)::BIGINT AS tokens_a,
+  coalesce(sum(c.b_tok) FILTER (WHERE c.ib), 0)::BIGINT AS tokens_b,
+  (coalesce(sum(c.b_tok) FILTER (WHERE c.ib), 0) - coalesce(sum(c.a_tok) FILTER (WHERE c.ia), 0))::BIGINT AS delta,
+  count(*) FILTER (WHERE c.change = 'newly_included') AS newly_included,
+  count(*) FILTER (WHERE c.change = 'newly_omitted') AS newly_omitted,
+  count(*) FILTER (WHERE c.change = 'rerendered') AS rerendered,
+  count(*) FILTER (WHERE c.change = 'moved') AS moved,
+  count(*) FILTER (WHERE c.change = 'reason_changed') AS reason_changed,
+  min(q.ord) AS ord
+FROM requests q LEFT JOIN pairs c ON c.assembly_id = q.assembly_id
+GROUP BY q.assembly_id, q.conversation_id
+ORDER BY ord
+"""
+
+_GROUPS_SQL = """
+SELECT c.change, c.record_kind, c.reason, pv.privacy_class, count(*) AS n
+FROM pairs c LEFT JOIN privacy pv ON pv.record_kind = c.record_kind AND pv.record_id = c.record_id
+WHERE c.change IN ('newly_included', 'newly_omitted', 'rerendered')
+GROUP BY ALL
+"""
+
+
+class CompareCancelled(Exception):
+    """The caller's ``cancelled()`` said stop; nothing was written to ``out``'s file."""
+
+
+@dataclass
+class _FindingTally:
+    """One kind of safety finding in one group: counts, and the first few requests and
+    records (each record with how many requests it appears in)."""
+
+    findings: int = 0
+    requests: int = 0
+    example_requests: list[str] = field(default_factory=list)
+    records: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add(self, assembly_id: str, found: list[dict[str, Any]]) -> None:
+        self.findings += len(found)
+        self.requests += 1
+        if len(self.example_requests) < EXAMPLES:
+            self.example_requests.append(assembly_id)
+        for f in found:
+            key = (f["record_kind"], f["record_id"])
+            if key in self.records or len(self.records) < EXAMPLE_RECORDS:
+                self.records[key] = self.records.get(key, 0) + 1
+
+    def to_json(self, finding: str) -> dict[str, Any]:
+        return {"finding": finding, "findings": self.findings, "requests": self.requests,
+                "example_requests": list(self.example_requests),
+                "records": [{"record_kind": k, "record_id": r, "requests": n}
+                            for (k, r), n in sorted(self.records.items(),
+                                                    key=lambda item: (-item[1], item[0]))]}
+
+
+@dataclass
+class Comparison:
+    """The aggregates of a compare (see the module docstring); ``to_json`` gives them as
+    plain data, safety first."""
+
+    a: str
+    b: str
+    filter: str
+    requests: int = 0
+    affected: int = 0
+    counts: Counter = field(default_factory=Counter)  # change class -> records
+    groups: Counter = field(default_factory=Counter)  # (change, kind, reason, privacy) -> n
+    tokens_a: int = 0
+    tokens_b: int = 0
+    deltas: Counter = field(default_factory=Counter)  # per-request delta -> requests
+    most_changed: list[dict[str, Any]] = field(default_factory=list)
+    safety: dict[str, dict[str, _FindingTally]] = field(
+        default_factory=lambda: {"regressions": {}, "fixes": {}, "in_recording": {}})
+    safety_requests: Counter = field(default_factory=Counter)  # group -> requests with one
+
+    @property
+    def a_recorded(self) -> bool:
+        return self.a == RECORDED
+
+    def records_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for change in CHANGES:
+            rows = [{"record_kind": k, "reason": r, "privacy_class": p, "count": n}
+                    for (c, k, r, p), n in self.groups.items() if c == change]
+            rows.sort(key=lambda g: (-g["count"], g["record_kind"], g["reason"] or "",
+                                     g["privacy_class"] or ""))
+            out[change] = {"total": int(self.counts[change]), "by": rows}
+        out["moved"] = {"total": int(self.counts["moved"])}
+        out["reason_changed"] = {"total": int(self.counts["reason_changed"])}
+        return out
+
+    def tokens_json(self) -> dict[str, Any]:
+        return {"a": self.tokens_a, "b": self.tokens_b, "delta": self.tokens_b - self.tokens_a,
+                "per_request": distribution(self.deltas)}
+
+    def safety_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for group, tallies in self.safety.items():
+            if group == "in_recording" and not self.a_recorded:
+                out[group] = None
+                continue
+            out[group] = [tallies[f].to_json(f) for f in sorted(
+                tallies, key=lambda f: (-tallies[f].findings, f))]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a, "b": self.b, "filter": self.filter,
+            "safety": self.safety_json(),
+            "requests": self.requests, "affected": self.affected,
+            "records": self.records_json(),
+            "tokens": self.tokens_json(),
+            "most_changed": [dict(r) for r in self.most_changed],
+        }
+
+
+def distribution(deltas: Counter) -> dict[str, Any]:
+    """Percentiles (nearest rank), mean, min, max and ``HISTOGRAM_BINS`` equal-width bins of
+    integer edges (``lo`` inclusive, ``hi`` exclusive, the last bin inclusive) of the
+    per-request token deltas, from their exact counts."""
+    n = sum(deltas.values())
+    if not n:
+        return {"count": 0, "min": None, "max": None, "mean": None, "percentiles": {},
+                "histogram": []}
+    values = sorted(deltas)
+    cumulative, running = [], 0
+    for v in values:
+        running += deltas[v]
+        cumulative.append(running)
+
+    def nearest_rank(p: float) -> int:
+        rank = max(1, -(-p * n // 100))  # ceil(p/100 * n)
+        return values[bisect.bisect_left(cumulative, rank)]
+
+    lo, hi = values[0], values[-1]
+    width = max(1, -(-(hi - lo + 1) // HISTOGRAM_BINS))
+    bins: list[dict[str, int]] = []
+    for v in values:
+        index = (v - lo) // width
+        while len(bins) <= index:
+            start = lo + len(bins) * width
+            bins.append({"lo": start, "hi": start + width, "count": 0})
+        bins[index]["count"] += deltas[v]
+    return {"count": n, "min": lo, "max": hi,
+            "mean": round(sum(v * c for v, c in deltas.items()) / n, 3),
+            "percentiles": {f"p{p}": nearest_rank(p) for p in PERCENTILES},
+            "histogram": bins}
+
+
+class ParquetOut:
+    """Writes the per-request rows to ``path`` as they come (``pyarrow.parquet.ParquetWriter``)
+    into a temporary file next to it, renamed over ``path`` only when the compare finished:
+    a cancelled or failed run leaves no half file. An existing ``path`` is an error unless
+    ``force``; both that and an unwritable folder fail before any replay."""
+
+    def __init__(self, path: str | os.PathLike[str], force: bool = False) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise ContextlensError(f"{self.path}: is a folder, not a Parquet file to write")
+        if self.path.exists() and not force:
+            raise ContextlensError(f"{self.path}: already exists (use --force to replace it)")
+        folder = self.path.parent
+        if not folder.is_dir():
+            raise ContextlensError(f"{self.path}: cannot write: no folder {folder}")
+        if not os.access(folder, os.W_OK):
+            raise ContextlensError(f"{self.path}: cannot write: folder {folder} is not writable")
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.writer = pq.ParquetWriter(str(self.tmp), REQUEST_SCHEMA)
+        except OSError as err:
+            raise ContextlensError(f"{self.path}: cannot write: {err.strerror or err}") from None
+        self.rows = 0
+
+    def __call__(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+        self.rows += table.num_rows
+
+    def __enter__(self) -> "ParquetOut":
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.writer.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+def _recorded_side(store: "Store", chunk: Chunk) -> pa.Table:
+    ids = chunk.requests.column("assembly_id").to_pylist()
+    rows = store.recorded_records(ids, chunk.export_id)
+    return pa.table({name: rows.column(name).cast(REPLAY_SCHEMA.field(name).type)
+                     for name in REPLAY_COLUMNS}, schema=REPLAY_SCHEMA)
+
+
+def _privacy(store: "Store", chunk: Chunk, pairs: pa.Table) -> pa.Table:
+    """(record_kind, record_id, privacy_class) of the chunk's changed artifacts and memories."""
+    changed = pairs.filter(pc.is_in(pairs["change"], pa.array(CHANGES)))
+    ids = {}
+    for kind in ("tool_artifact", "tool_memory"):
+        mine = changed.filter(pc.equal(changed["record_kind"], kind))["record_id"]
+        ids[kind] = pc.unique(mine).to_pylist()
+    return store.record_privacy(chunk.export_id, ids["tool_artifact"], ids["tool_memory"])
+
+
+def _grouped(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
+    """Records (REPLAY_COLUMNS rows) of a few assemblies, by assembly."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row["assembly_id"], []).append(row)
+    return out
+
+
+def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshots: dict,
+            side_a: pa.Table, side_b: pa.Table, ids: list[str]) -> pa.Table:
+    """Both sides' findings for the requests ``ids`` (whose selection differs), tallied into
+    ``result``; returns (assembly_id, safety_regressions, safety_fixes)."""
+    counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
+    # the safety function reads Python rows: a bounded batch of requests at a time
+    for start in range(0, len(ids), SAFETY_BATCH):
+        _safety_batch(result, registry, chunk, snapshots, side_a, side_b,
+                      pa.array(ids[start:start + SAFETY_BATCH], pa.string()), counts)
+    return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
+                                              ("safety_regressions", pa.int64()),
+                                              ("safety_fixes", pa.int64())]))
+
+
+def _safety_batch(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshots: dict,
+                  side_a: pa.Table, side_b: pa.Table, wanted: pa.Array,
+                  counts: dict[str, list[Any]]) -> None:
+    a_rows = _grouped(side_a.filter(pc.is_in(side_a["assembly_id"], wanted)))
+    b_rows = _grouped(side_b.filter(pc.is_in(side_b["assembly_id"], wanted)))
+    requests = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"], wanted)).to_pylist()
+    for row in requests:
+        aid = row["assembly_id"]
+        context = SafetyContext(snapshots[row["conversation_id"]], request_from_row(row), registry)
+        delta = SafetyDelta.between(context.findings(a_rows.get(aid, [])),
+                                    context.findings(b_rows.get(aid, [])))
+        for group in ("regressions", "fixes"):
+            found = getattr(delta, group)
+            by_finding: dict[str, list[dict[str, Any]]] = {}
+            for f in found:
+                by_finding.setdefault(f["finding"], []).append(f)
+            for finding, items in by_finding.items():
+                result.safety[group].setdefault(finding, _FindingTally()).add(aid, items)
+            if found:
+                result.safety_requests[group] += 1
+        counts["assembly_id"].append(aid)
+        counts["safety_regressions"].append(len(delta.regressions))
+        counts["safety_fixes"].append(len(delta.fixes))
+
+
+def _in_recording(result: Comparison, store: "Store", registry: PolicyRegistry,
+                  flt: "AssemblyFilter | None") -> None:
+    rows = store.safety_violations(flt, standard_windows(registry), standard_blocked(registry))
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows.select(["invariant", "assembly_id", "record_kind", "record_id"]).to_pylist():
+        finding = _FINDING_OF_RULE.get(r["invariant"], r["invariant"])
+        by.setdefault((r["assembly_id"], finding), []).append(r)
+    requests: set[str] = set()
+    for (aid, finding), items in sorted(by.items()):
+        result.safety["in_recording"].setdefault(finding, _FindingTally()).add(aid, items)
+        requests.add(aid)
+    result.safety_requests["in_recording"] = len(requests)
+
+
+def _rank(r: dict[str, Any]) -> tuple:
+    """Most changed first: safety regressions, then changed records, then the size of the
+    token delta, then safety fixes; ties by id."""
+    changed = r["newly_included"] + r["newly_omitted"] + r["rerendered"]
+    return (-r["safety_regressions"], -changed, -abs(r["delta"]), -r["safety_fixes"],
+            r["assembly_id"])
+
+
+def _top(best: list[dict[str, Any]], rows: pa.Table, top: int) -> list[dict[str, Any]]:
+    """The ``top`` most-changed requests of ``best`` and a chunk's changed ``rows``."""
+    rows = rows.filter(rows["changed"])
+    if not rows.num_rows:
+        return best
+    changed = pc.add(pc.add(rows["newly_included"], rows["newly_omitted"]), rows["rerendered"])
+    scored = rows.append_column("_changed", changed).append_column("_size", pc.abs(rows["delta"]))
+    order = [("safety_regressions", "descending"), ("_changed", "descending"),
+             ("_size", "descending"), ("safety_fixes", "descending"), ("assembly_id", "ascending")]
+    head = scored.sort_by(order).slice(0, top).drop_columns(["_changed", "_size"]).to_pylist()
+    return sorted(best + head, key=_rank)[:top]
+
+
+def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
+            flt: "AssemblyFilter | str | None" = None,
+            progress: Callable[[int, int], None] | None = None,
+            cancelled: Callable[[], bool] | None = None,
+            out: Callable[[pa.Table], None] | None = None,
+            top: int = TOP) -> Comparison:
+    """Side A (``"recorded"`` or a version) against side B (a version) over the requests
+    matching ``flt``. ``progress(done, total)`` is called per chunk; when ``cancelled()``
+    turns true the walk stops with ``CompareCancelled``. Unknown versions and a bad filter
+    raise ContextlensError before any replay."""
+    from ingest.filters import parse_filter
+
+    registry.get(b)
+    if a != RECORDED:
+        registry.get(a)
+    parsed = parse_filter(flt) if isinstance(flt, str) or flt is None else flt
+    result = Comparison(a, b, parsed.text)
+    total = store.count_assemblies(parsed)
+    report = progress or (lambda _d, _t: None)
+    report(0, total)
+    done = 0
+    best: list[dict[str, Any]] = []
+    con = duckdb.connect()
+    # chunks streams its requests from an open result: the chunk's own queries (snapshots,
+    # recorded rows) need another connection to the same database
+    walker = store.cursor()
+    try:
+        for chunk in chunks(walker, parsed):
+            if cancelled is not None and cancelled():
+                raise CompareCancelled
+            snapshots = chunk.snapshots(store)
+            side_b = replay_chunk(store, chunk, registry, b, snapshots=snapshots).records
+            side_a = (_recorded_side(store, chunk) if a == RECORDED
+                      else replay_chunk(store, chunk, registry, a, snapshots=snapshots).records)
+            requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
+                "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
+            con.register("side_a", side_a)
+            con.register("side_b", side_b)
+            con.register("requests", requests)
+            pairs = con.sql(_PAIRS_SQL).to_arrow_table()
+            con.register("pairs", pairs)
+            per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
+            con.register("privacy", _privacy(store, chunk, pairs))
+            for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
+                result.groups[(change, kind, reason, privacy)] += n
+            for change, n in con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall():
+                result.counts[change] += n
+            selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
+                               per_request["rerendered"])
+            differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
+            safety = _safety(result, registry, chunk, snapshots, side_a, side_b, differs)
+            rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
+            changed = pc.greater(pc.add(selection.cast(pa.int64()),
+                                        per_request["moved"].cast(pa.int64())), 0)
+            rows = pa.table({
+                **{name: rows[name].cast(REQUEST_SCHEMA.field(name).type)
+                   for name in REQUEST_SCHEMA.names[:8]},
+                "safety_regressions": pc.fill_null(rows["safety_regressions"], 0),
+                "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
+                "changed": changed,
+            }, schema=REQUEST_SCHEMA)
+            for name in ("side_a", "side_b", "requests", "pairs", "privacy"):
+                con.unregister(name)
+            result.requests += rows.num_rows
+            result.affected += pc.sum(rows["changed"].cast(pa.int64())).as_py() or 0
+            result.tokens_a += pc.sum(rows["tokens_a"]).as_py() or 0
+            result.tokens_b += pc.sum(rows["tokens_b"]).as_py() or 0
+            for entry in pc.value_counts(rows["delta"]).to_pylist():
+                result.deltas[entry["values"]] += entry["counts"]
+            best = _top(best, rows, top)
+            if out is not None:
+                out(rows)
+            done += chunk.requests.num_rows
+            # the next chunk's snapshots and replays are built before these names are
+            # rebound: drop this chunk's now, or two chunks' worth is alive at the peak
+            del snapshots, side_a, side_b, pairs, per_request, safety, rows
+            report(done, total)
+        if cancelled is not None and cancelled():
+            raise CompareCancelled
+    finally:
+        walker.close()
+        con.close()
+    if a == RECORDED:
+        _in_recording(result, store, registry, parsed)
+    result.most_changed = best
+    return result

@@ -1,0 +1,123 @@
+"""Pilot tests of the compare screen: C on the request list -> choose B and A -> the
+compare runs in a worker, safety regressions first, Enter on a most-changed request opens
+its diff, Escape stops a running compare."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.pilot import run_async, screen_text, settle
+
+from inspector.app import ContextLensApp
+from inspector.screens.compare import ComparePicker, CompareScreen
+from inspector.screens.diff import DiffScreen
+from inspector.screens.help import help_text
+from inspector.screens.requests import RequestsScreen
+from readmodel import CompareCancelled, ReadModel
+
+CALENDAR = ("mem-014", "mem-015", "mem-016", "mem-020")
+
+
+async def _compare(pilot: Any, b: str, a: str) -> CompareScreen:
+    await pilot.press("C")
+    await settle(pilot)
+    picker = pilot.app.screen
+    assert isinstance(picker, ComparePicker)
+    picker.query_one("#against").value = a
+    await settle(pilot)
+    versions = [p.version for p in picker.policies]
+    picker.query_one("#policy-versions").highlighted = (
+        picker.query_one("#policy-versions").get_option_index(f"policy-{b}"))
+    assert picker.highlighted_version() == b and versions
+    await pilot.press("enter")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, CompareScreen)
+    return screen
+
+
+@run_async
+async def test_v4_v5_shows_the_incident_regression_first(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await _compare(pilot, "v5", "v4")
+        assert (screen.a, screen.b) == ("v4", "v5")
+        result = screen.result
+        assert result is not None and result.requests == 52
+        safety = str(screen.query_one("#compare-safety").render())
+        assert safety.startswith("safety\nregressions (B has, A has not): ")
+        assert "stale_as_current" in safety
+        for memory in CALENDAR:
+            assert memory in safety
+        assert screen.has_class("-regressed")
+        text = screen_text(app)
+        assert text.index("regressions") < text.index("requests compared")
+        assert "re-rendered: 74" in text
+        # Enter on the first most-changed request opens its diff, v4 against v5
+        await pilot.press("enter")
+        await settle(pilot)
+        diff = app.screen
+        assert isinstance(diff, DiffScreen)
+        assert (diff.against, diff.version) == ("v4", "v5")
+        assert diff.assembly_id == result.most_changed_keys[0]
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is screen
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, RequestsScreen)
+
+
+@run_async
+async def test_the_list_filter_applies(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"scenario:incident_calendar_freshness", "enter")
+        await settle(pilot)
+        screen = await _compare(pilot, "v6", "recorded")
+        assert screen.result is not None and 0 < screen.result.requests < 52
+        assert "matching scenario:incident_calendar_freshness" in str(
+            screen.query_one("#compare-title").render())
+        safety = str(screen.query_one("#compare-safety").render())
+        assert "fixes (A has, B has not)" in safety and "in the recording (sent)" in safety
+        assert "regressions" not in safety
+
+
+@run_async
+async def test_escape_stops_a_running_compare(sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = threading.Event()
+    stopped = threading.Event()
+
+    def slow_compare(self: ReadModel, a: str, b: str, flt: Any = None, progress: Any = None,
+                     cancelled: Any = None, **_: Any) -> Any:
+        started.set()
+        while not cancelled():
+            stopped.wait(0.01)
+        stopped.set()
+        raise CompareCancelled
+
+    monkeypatch.setattr(ReadModel, "compare", slow_compare)
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.open_compare("v4", "v5")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        assert started.wait(10) and screen.running
+        await pilot.press("escape")
+        await settle(pilot)
+        assert stopped.is_set() and app.screen is screen and not screen.running
+        assert "Compare stopped." in str(screen.query_one("#compare-safety").render())
+        await pilot.press("escape")
+        assert isinstance(app.screen, RequestsScreen)
+
+
+def test_help_lists_the_compare_keys() -> None:
+    text = help_text()
+    assert "Compare versions" in text and "Compare again" in text

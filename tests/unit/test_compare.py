@@ -1,0 +1,164 @@
+"""replay.compare against its oracle: the per-request diff (replay.service.diff) of every
+request of the sample, summed. Every count compare reports must equal that sum."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from ingest.errors import ContextlensError
+from ingest.store import Store
+from replay import service
+from replay.compare import CompareCancelled, ParquetOut, compare, distribution
+from replay.policy import load_registry
+
+SIDES = [("v4", "v5"), ("recorded", "v6"), ("recorded", "v4"), ("v1", "v6")]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry(None)
+
+
+def _oracle(store: Store, registry, a: str, b: str) -> dict[str, Any]:
+    """Sums over each request's diff, and its per-request rows."""
+    privacy = {}
+    for table, kind, col in (("tool_artifacts", "tool_artifact", "artifact_id"),
+                             ("tool_memories", "tool_memory", "memory_id")):
+        for rid, cls in store._rows(f"SELECT {col}, privacy_class FROM {table}"):
+            privacy[(kind, rid)] = cls
+    counts: Counter = Counter()
+    groups: Counter = Counter()
+    safety = {g: Counter() for g in ("regressions", "fixes", "in_recording")}
+    rows = {}
+    affected = 0
+    for req in store.assembly_requests().to_pylist():
+        aid = req["assembly_id"]
+        d = service.diff(store, aid, b, against=a, registry=registry)
+        c = d.summary["counts"]
+        counts.update({k: v for k, v in c.items()})
+        for ch in d.changes:
+            change = {"rendering_changed": "rerendered"}.get(ch["change"], ch["change"])
+            if change in ("newly_included", "newly_omitted", "rerendered"):
+                side = ch["a"] if change == "newly_included" else ch["b"]
+                reason = side["reason_code"] if side else None
+                groups[(change, ch["record_kind"], reason,
+                        privacy.get((ch["record_kind"], ch["record_id"])))] += 1
+        for group in safety:
+            for f in getattr(d.safety, group):
+                safety[group][f["finding"]] += 1
+        changed = any(c[k] for k in ("newly_included", "newly_omitted", "rendering_changed", "moved"))
+        affected += changed
+        rows[aid] = {"tokens_a": d.summary["tokens_a"], "tokens_b": d.summary["tokens_b"],
+                     "newly_included": c["newly_included"], "newly_omitted": c["newly_omitted"],
+                     "rerendered": c["rendering_changed"],
+                     "safety_regressions": len(d.safety.regressions),
+                     "safety_fixes": len(d.safety.fixes), "changed": changed}
+    return {"counts": counts, "groups": groups, "safety": safety, "rows": rows,
+            "affected": affected}
+
+
+@pytest.mark.parametrize(("a", "b"), SIDES)
+def test_compare_equals_the_sum_of_per_request_diffs(sample_db: Path, registry, a: str, b: str) -> None:
+    tables: list[pa.Table] = []
+    with Store.open(sample_db) as store:
+        got = compare(store, registry, a, b, out=tables.append)
+        want = _oracle(store, registry, a, b)
+    assert got.requests == len(want["rows"]) == 52
+    assert got.affected == want["affected"]
+    for change, oracle_class in (("newly_included", "newly_included"), ("newly_omitted", "newly_omitted"),
+                                 ("rerendered", "rendering_changed"), ("moved", "moved"),
+                                 ("reason_changed", "reason_changed")):
+        assert got.counts[change] == want["counts"][oracle_class], change
+    assert +got.groups == +want["groups"]
+    for group in ("regressions", "fixes"):
+        assert {f: t.findings for f, t in got.safety[group].items()} == dict(want["safety"][group]), group
+    if a == "recorded":
+        # in_recording comes from the store's SQL form of safety: the same findings
+        assert {f: t.findings for f, t in got.safety["in_recording"].items()} == dict(want["safety"]["in_recording"])
+    else:
+        assert got.to_json()["safety"]["in_recording"] is None
+    written = pa.concat_tables(tables).to_pylist()
+    assert len(written) == 52
+    for row in written:
+        expected = want["rows"][row["assembly_id"]]
+        assert {k: row[k] for k in expected} == expected, row["assembly_id"]
+        assert row["delta"] == row["tokens_b"] - row["tokens_a"]
+    assert got.tokens_a == sum(r["tokens_a"] for r in want["rows"].values())
+    assert got.tokens_b == sum(r["tokens_b"] for r in want["rows"].values())
+    assert sum(got.deltas.values()) == 52
+
+
+def test_v5_incident_is_a_regression_of_stale_calendar_memories(sample_db: Path, registry) -> None:
+    with Store.open(sample_db) as store:
+        out = compare(store, registry, "v4", "v5").to_json()
+    stale = next(g for g in out["safety"]["regressions"] if g["finding"] == "stale_as_current")
+    records = {r["record_id"] for r in stale["records"]}
+    assert {"mem-014", "mem-015", "mem-016", "mem-020"} <= records
+    top = [r["assembly_id"] for r in out["most_changed"]]
+    assert {"asm-033", "asm-034", "asm-035", "asm-036"} <= set(top)
+    assert out["most_changed"][0]["safety_regressions"] >= out["most_changed"][-1]["safety_regressions"]
+
+
+def test_filter_limits_the_requests(sample_db: Path, registry) -> None:
+    with Store.open(sample_db) as store:
+        got = compare(store, registry, "v4", "v5", "scenario:incident_calendar_freshness")
+        n = store.count_assemblies("scenario:incident_calendar_freshness")
+    assert got.requests == n and 0 < n < 52
+
+
+def test_progress_reaches_the_total_and_cancel_stops(sample_db: Path, registry) -> None:
+    seen: list[tuple[int, int]] = []
+    with Store.open(sample_db) as store:
+        compare(store, registry, "v4", "v5", progress=lambda d, t: seen.append((d, t)))
+        assert seen[0] == (0, 52) and seen[-1] == (52, 52)
+        with pytest.raises(CompareCancelled):
+            compare(store, registry, "v4", "v5", cancelled=lambda: True)
+
+
+@pytest.mark.parametrize(("a", "b", "flt"), [("v9", "v5", None), ("v4", "nope", None),
+                                             ("v4", "v5", "bogus:x")])
+def test_bad_input_is_one_clear_error(sample_db: Path, registry, a, b, flt) -> None:
+    with Store.open(sample_db) as store, pytest.raises(ContextlensError) as err:
+        compare(store, registry, a, b, flt)
+    assert "\n" not in str(err.value)
+
+
+def test_parquet_out_is_readable_and_not_overwritten(sample_db: Path, registry, tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    with Store.open(sample_db) as store:
+        with ParquetOut(path) as sink:
+            compare(store, registry, "v4", "v5", out=sink)
+        n, changed = duckdb.sql(f"SELECT count(*), count(*) FILTER (changed) FROM '{path}'").fetchall()[0]
+        assert (n, changed) == (52, compare(store, registry, "v4", "v5").affected)
+        with pytest.raises(ContextlensError, match="already exists"):
+            ParquetOut(path)
+        with pytest.raises(CompareCancelled):
+            with ParquetOut(tmp_path / "cancelled.parquet") as sink:
+                compare(store, registry, "v4", "v5", out=sink, cancelled=lambda: True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
+
+
+def test_distribution_percentiles_and_bins() -> None:
+    d = distribution(Counter({-10: 1, 0: 7, 5: 2}))
+    assert (d["count"], d["min"], d["max"]) == (10, -10, 5)
+    assert d["percentiles"]["p50"] == 0 and d["percentiles"]["p99"] == 5 and d["percentiles"]["p1"] == -10
+    assert sum(b["count"] for b in d["histogram"]) == 10
+    assert d["histogram"][0]["lo"] == -10 and d["histogram"][-1]["hi"] > 5
+    assert distribution(Counter())["histogram"] == []
+
+
+def test_safety_in_small_batches_gives_the_same_answer(sample_db: Path, registry,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import replay.compare as module
+
+    with Store.open(sample_db) as store:
+        whole = compare(store, registry, "v1", "v6").to_json()
+        monkeypatch.setattr(module, "SAFETY_BATCH", 3)
+        batched = compare(store, registry, "v1", "v6").to_json()
+    assert whole["safety"]["fixes"] and batched == whole
