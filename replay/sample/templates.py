@@ -79,7 +79,7 @@ def build_template(number: int, seed: int, candidates: int | None = None) -> Gra
                         "claude-haiku-4-5") if rng.random() < 0.35 else None
 
     big = candidates is not None
-    turns = max(4, candidates // 5) if big else rng.randint(3, 12)
+    turns = max(4, int(candidates / 5.4)) if big else rng.randint(3, 12)
     fork_at = rng.randint(1, turns - 2) if (not big and rng.random() < 0.4) else None
     alt: str | None = None
     n_requests = 1 if big else rng.randint(2, 8)
