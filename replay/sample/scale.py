@@ -293,47 +293,51 @@ def fill_scale(w: ExportWriter, n: int, seed: int, drift: float = 0.01) -> Scale
     result = ScaleResult(assemblies=n, drift=drift, seed=seed)
     for lo in range(0, n, BATCH):
         hi = min(lo + BATCH, n)
-        r_lo, r_hi = int(rep_of[lo]), int(rep_of[hi - 1]) + 1
-        prefixes = _prefixes(r_lo, r_hi)
+        r_lo = int(rep_of[lo])
         # the graph of each replica is written with the batch holding its first assembly
-        new = np.arange(r_lo if first[r_lo] >= lo else r_lo + 1, r_hi, dtype=np.int64)
-        for name in GRAPH:
-            spans = lib.graph_span[name]
-            starts = np.array([spans[replicas[r]][0] for r in new], np.int64)
-            lengths = np.array([spans[replicas[r]][1] for r in new], np.int64)
-            rows = _expand(starts, lengths)
-            if len(rows) == 0:
-                continue
-            owner = np.repeat(new, lengths)
-            w.write(name, _replicate(lib.graph[name], rows, pc.take(prefixes, pa.array(owner - r_lo)),
-                                     pa.array(owner * STEP_MINUTES * _US_PER_MINUTE), name))
-        v = variant[lo:hi]
-        reps = rep_of[lo:hi]
-        asm_prefix = pc.take(prefixes, pa.array(reps - r_lo))
-        asm_shift = pa.array(reps * STEP_MINUTES * _US_PER_MINUTE)
-        assemblies = _replicate(lib.assemblies, v, asm_prefix, asm_shift, "context_assemblies")
-        texts = pc.binary_join(pc.split_pattern(pc.take(lib.selection_json, pa.array(v)), PH), asm_prefix)
-        hashes = pa.array([hashlib.sha256(s.encode()).hexdigest() for s in texts.to_pylist()], pa.string())
-        assemblies = assemblies.set_column(assemblies.schema.get_field_index("selection_hash"),
-                                           "selection_hash", hashes)
-        for name, lib_table, starts, lengths in (
-                ("assembly_records", lib.records, lib.rec_start[v], lib.rec_len[v]),
-                ("policy_decisions", lib.decisions, lib.dec_start[v], lib.dec_len[v])):
-            rows = _expand(starts, lengths)
-            owner = np.repeat(reps, lengths)
-            table = _replicate(lib_table, rows, pc.take(prefixes, pa.array(owner - r_lo)),
-                               pa.array(owner * STEP_MINUTES * _US_PER_MINUTE), name)
-            if name == "assembly_records":
-                records = table
-            else:
-                decisions = table
-        w.write("context_assemblies", assemblies)
-        w.write("assembly_records", records)
-        w.write("policy_decisions", decisions)
-        ids = assemblies.column("assembly_id")
-        flags = pa.array(drift_flag[lo:hi].astype(bool))
-        result.drifted_ids.extend(pc.filter(ids, flags).to_pylist())
+        new = np.arange(r_lo if first[r_lo] >= lo else r_lo + 1, int(rep_of[hi - 1]) + 1, dtype=np.int64)
+        ids = _write_batch(w, lib, [replicas[r] for r in new], new, rep_of[lo:hi], variant[lo:hi])
+        result.drifted_ids.extend(pc.filter(ids, pa.array(drift_flag[lo:hi].astype(bool))).to_pylist())
     return result
+
+
+def _write_batch(w: ExportWriter, lib: _Library, templates: list[int], new: np.ndarray,
+                 reps: np.ndarray, variants: np.ndarray) -> pa.Array:
+    """Write the graphs of replicas ``new`` (copies of ``templates``) and the assemblies of
+    replicas ``reps`` (ascending), each the library variant ``variants``; returns their ids."""
+    r_lo = int(min(reps[0], new[0])) if len(new) else int(reps[0])
+    prefixes = _prefixes(r_lo, int(reps[-1]) + 1)
+
+    def renamed(name: str, lib_table: pa.Table, starts: np.ndarray, lengths: np.ndarray,
+                owners: np.ndarray) -> pa.Table | None:
+        rows = _expand(starts, lengths)
+        if len(rows) == 0:
+            return None
+        owner = np.repeat(owners, lengths)
+        return _replicate(lib_table, rows, pc.take(prefixes, pa.array(owner - r_lo)),
+                          pa.array(owner * STEP_MINUTES * _US_PER_MINUTE), name)
+
+    for name in GRAPH:
+        spans = lib.graph_span[name]
+        table = renamed(name, lib.graph[name], np.array([spans[t][0] for t in templates], np.int64),
+                        np.array([spans[t][1] for t in templates], np.int64), new)
+        if table is not None:
+            w.write(name, table)
+    prefix = pc.take(prefixes, pa.array(reps - r_lo))
+    assemblies = _replicate(lib.assemblies, variants, prefix,
+                            pa.array(reps * STEP_MINUTES * _US_PER_MINUTE), "context_assemblies")
+    # the selection hash of a replica is the sha256 of its template's text, renamed
+    texts = pc.binary_join(pc.split_pattern(pc.take(lib.selection_json, pa.array(variants)), PH), prefix)
+    hashes = pa.array([hashlib.sha256(s.encode()).hexdigest() for s in texts.to_pylist()], pa.string())
+    w.write("context_assemblies", assemblies.set_column(
+        assemblies.schema.get_field_index("selection_hash"), "selection_hash", hashes))
+    for name, lib_table, starts, lengths in (
+            ("assembly_records", lib.records, lib.rec_start[variants], lib.rec_len[variants]),
+            ("policy_decisions", lib.decisions, lib.dec_start[variants], lib.dec_len[variants])):
+        table = renamed(name, lib_table, starts, lengths, reps)
+        if table is not None:
+            w.write(name, table)
+    return assemblies.column("assembly_id").combine_chunks()
 
 
 def fill_big_assembly(w: ExportWriter, candidates: int = 2000, seed: int = 1) -> str:
@@ -345,22 +349,6 @@ def fill_big_assembly(w: ExportWriter, candidates: int = 2000, seed: int = 1) ->
     lib = _Library({0: g}, {0: assemble_template(g)})
     for sha in sorted(lib.blobs):
         w.add_blob(lib.blobs[sha])
-    prefix = _prefixes(0, 1)
-    for name in GRAPH:
-        rows = np.arange(lib.graph[name].num_rows, dtype=np.int64)
-        if len(rows):
-            w.write(name, _replicate(lib.graph[name], rows, pc.take(prefix, pa.array(np.zeros(len(rows), np.int64))),
-                                     pa.array(np.zeros(len(rows), np.int64)), name))
-    v = np.array([lib.variant[(0, 0, 0)]], np.int64)
-    zero = lambda k: pa.array(np.zeros(k, np.int64))  # noqa: E731
-    assemblies = _replicate(lib.assemblies, v, pc.take(prefix, zero(1)), zero(1), "context_assemblies")
-    text = lib.selection_json[int(v[0])].as_py().replace(PH, prefix[0].as_py())
-    assemblies = assemblies.set_column(assemblies.schema.get_field_index("selection_hash"),
-                                       "selection_hash", pa.array([hashlib.sha256(text.encode()).hexdigest()]))
-    w.write("context_assemblies", assemblies)
-    for name, lib_table, starts, lengths in (
-            ("assembly_records", lib.records, lib.rec_start[v], lib.rec_len[v]),
-            ("policy_decisions", lib.decisions, lib.dec_start[v], lib.dec_len[v])):
-        rows = _expand(starts, lengths)
-        w.write(name, _replicate(lib_table, rows, pc.take(prefix, zero(len(rows))), zero(len(rows)), name))
-    return assemblies.column("assembly_id")[0].as_py()
+    zero = np.zeros(1, np.int64)
+    ids = _write_batch(w, lib, [0], zero, zero, np.array([lib.variant[(0, 0, 0)]], np.int64))
+    return ids[0].as_py()
