@@ -194,8 +194,11 @@ def ingest(
                 term.committed = True
             except OSError as err:
                 raise write_error(db_path, err) from None
-        except BaseException:
+        except BaseException as exc:
             remove_quietly(tmp, tmp_wal)
+            if term.error is not None and exc is not term.error:
+                # SIGTERM raised inside a DuckDB query comes back as DuckDB's own error
+                raise term.error from None
             raise
         finally:
             remove_quietly(tmp_wal)
@@ -310,6 +313,7 @@ class _TermAsError:
         self._fired = False
         self._late: int | None = None
         self.committed = False
+        self.error: IngestInterrupted | None = None
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.committed:
@@ -318,10 +322,11 @@ class _TermAsError:
         if self._fired:
             return
         self._fired = True
-        raise IngestInterrupted(
+        self.error = IngestInterrupted(
             f"ingest into {self.db_path} stopped by {signal.Signals(signum).name}; "
             "the store is unchanged"
         )
+        raise self.error
 
     def __enter__(self) -> "_TermAsError":
         if threading.current_thread() is threading.main_thread():
