@@ -573,12 +573,25 @@ def report_tokens(db: str | None, as_json: bool) -> None:
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Folder to write the export to.")
 @click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same bytes).")
 @click.option("--scale", type=click.IntRange(min=1), default=None, help="Write N synthetic assemblies instead of the stories.")
-def sample(out_dir: Path, seed: int, scale: int | None) -> None:
-    """Write the sample export (the stories), or a large synthetic one with --scale."""
-    from replay.sample_export import write_sample
+@click.option("--drift", type=click.FloatRange(0.0, 1.0), default=None, metavar="FRACTION",
+              help="With --scale: the fraction of assemblies recorded with drift on purpose (default 0.01).")
+def sample(out_dir: Path, seed: int, scale: int | None, drift: float | None) -> None:
+    """Write the sample export (the stories), or a large synthetic one with --scale whose
+    recorded rows are the reference assembler's, a known fraction drifted on purpose."""
+    from replay.sample_export import DEFAULT_DRIFT, write_sample, write_scale
 
-    path = write_sample(out_dir, seed=seed, scale=scale)
-    click.echo(f"wrote sample export to {path}")
+    if scale is None:
+        if drift is not None:
+            raise ContextlensError("--drift needs --scale (the story sample has its own drift story)")
+        path = write_sample(out_dir, seed=seed)
+        click.echo(f"wrote sample export to {path}")
+        return
+    fraction = DEFAULT_DRIFT if drift is None else drift
+    result = write_scale(out_dir, scale, seed=seed, drift=fraction)
+    click.echo(f"wrote sample export to {out_dir}")
+    n = len(result.drifted_ids)
+    click.echo(f"drifted on purpose: {n} of {scale} assemblies ({n / scale:.2%}; --drift {fraction:g}),"
+               f" listed in {out_dir / 'drift.json'}")
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -2,8 +2,11 @@
 
 ``write_sample(out_dir, seed=7)`` writes the story sample (four conversations, every story
 of DESIGN.md section 7, the v5 freshness incident and a drifted assembler build), byte for
-byte the same for a given seed. ``write_sample(out_dir, scale=N)`` writes N synthetic
-assemblies of about 20 records each, generated column by column with Arrow.
+byte the same for a given seed. ``write_scale(out_dir, N, drift=0.01)`` writes N assemblies
+of about 24 records each whose recorded rows are the reference assembler's (replicas of
+template conversations, generated column by column with Arrow), a known fraction of them
+drifted on purpose and listed in ``drift.json``. ``write_big_assembly`` writes one request
+over a conversation of about 2,000 candidates.
 
 Files in ``out_dir`` that are not part of an export (``__init__.py`` in ``sample_data/``)
 are kept: the export is written beside ``out_dir`` and its entries are moved in.
@@ -12,18 +15,23 @@ are kept: the export is written beside ``out_dir`` and its entries are moved in.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.contract import TABLES
 from ingest.writer import ExportWriter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sample.scale import ScaleResult
 
 SAMPLE_CREATED_AT = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 PRODUCER = "contextlens-sample/1"
 ASSEMBLER_VERSION = "ref-1.0.0"
 DRIFT_ASSEMBLER_VERSION = "ref-1.0.0-bad"
+DEFAULT_DRIFT = 0.01  # the fraction of a scale export's assemblies recorded with drift
 
 # scenario tag names (without the "scenario:" prefix) the story sample carries
 SCENARIOS: tuple[str, ...] = (
@@ -46,26 +54,54 @@ MODEL_CONTEXT: dict[str, int] = {
 from ingest.contract import selection_hash  # noqa: E402,F401
 
 
-def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None) -> Path:
+def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None,
+                 drift: float = DEFAULT_DRIFT) -> Path:
     """Write the story sample (``scale=None``) or a synthetic export of ``scale`` assemblies
-    into ``out_dir``; returns ``out_dir``."""
+    (see ``write_scale``) into ``out_dir``; returns ``out_dir``."""
     out_dir = Path(out_dir)
     if scale is None:
-        export_id = f"sample-seed{seed}"
-        fill = lambda w: _fill_story(w, seed)  # noqa: E731
-    else:
-        if scale < 1:
-            raise ValueError("scale must be at least 1")
-        from .sample.scale import fill_scale
+        return _write_into(out_dir, f"sample-seed{seed}", lambda w: _fill_story(w, seed))
+    write_scale(out_dir, scale, seed=seed, drift=drift)
+    return out_dir
 
-        export_id = f"scale-{scale}-seed{seed}"
-        fill = lambda w: fill_scale(w, scale, seed)  # noqa: E731
-    return _write_into(out_dir, export_id, fill)
+
+def write_scale(out_dir: Path, scale: int, seed: int = 7, drift: float = DEFAULT_DRIFT) -> "ScaleResult":
+    """Write ``scale`` assemblies whose recorded rows are the reference assembler's, with
+    ``round(scale * drift)`` of them drifted on purpose (chosen by ``seed``); the drifted
+    ids are listed in ``out_dir/drift.json``. Same seed, same bytes."""
+    from .sample.scale import DRIFT_FILE, fill_scale
+
+    if scale < 1:
+        raise ValueError("scale must be at least 1")
+    if not 0.0 <= drift <= 1.0:
+        raise ValueError("drift must be a fraction between 0 and 1")
+    found: list[Any] = []
+
+    def fill(w: ExportWriter) -> dict[str, Any]:
+        found.append(fill_scale(w, scale, seed, drift))
+        return {DRIFT_FILE: found[0].to_json()}
+
+    _write_into(Path(out_dir), f"scale-{scale}-seed{seed}", fill)
+    return found[0]
+
+
+def write_big_assembly(out_dir: Path, candidates: int = 2000, seed: int = 1) -> str:
+    """An export of one conversation with about ``candidates`` candidate records and one
+    faithful request at its end (for benchmarks); returns the request's assembly id."""
+    from .sample.scale import fill_big_assembly
+
+    found: list[str] = []
+
+    def fill(w: ExportWriter) -> None:
+        found.append(fill_big_assembly(w, candidates, seed))
+
+    _write_into(Path(out_dir), f"big-{candidates}-seed{seed}", fill)
+    return found[0]
 
 
 # ---------------------------------------------------------------------------- placement
 def _export_entries() -> set[str]:
-    names = {"manifest.json", "blobs", "policies"}
+    names = {"manifest.json", "blobs", "policies", "drift.json"}
     for t in TABLES:
         names.update({f"{t}.parquet", t})
     return names
@@ -79,7 +115,10 @@ def _write_into(out_dir: Path, export_id: str, fill: Any) -> Path:
     writer = ExportWriter(stage, export_id=export_id, producer=PRODUCER,
                           created_at=SAMPLE_CREATED_AT, overwrite=True)
     with writer:
-        fill(writer)
+        side = fill(writer)
+    # files beside the export (not part of it): what a generator wants its callers to know
+    for name, content in sorted((side or {}).items()):
+        (stage / name).write_text(json.dumps(content, indent=1) + "\n")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in sorted(_export_entries()):
         old = out_dir / name

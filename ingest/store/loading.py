@@ -198,6 +198,11 @@ def ingest(
             else:
                 _add_to_store(db_path, stage, export_id, steps, term)
             steps.done()
+        except BaseException as exc:
+            if term.error is not None and exc is not term.error:
+                # SIGTERM raised inside a DuckDB query comes back as DuckDB's own error
+                raise term.error from None
+            raise
         finally:
             remove_quietly(*scratch)
     return IngestResult(export_id, db_path, True, rows, warnings)
@@ -467,6 +472,7 @@ class _TermAsError:
         self._fired = False
         self._late: int | None = None
         self.committed = False
+        self.error: IngestInterrupted | None = None
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.committed:
@@ -475,10 +481,11 @@ class _TermAsError:
         if self._fired:
             return
         self._fired = True
-        raise IngestInterrupted(
+        self.error = IngestInterrupted(
             f"ingest into {self.db_path} stopped by {signal.Signals(signum).name}; "
             "the store is unchanged"
         )
+        raise self.error
 
     def __enter__(self) -> "_TermAsError":
         if threading.current_thread() is threading.main_thread():
