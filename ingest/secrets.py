@@ -356,6 +356,11 @@ def _keyword_value_ok(value: str, line: str) -> bool:
     v = value.strip()
     if not v or (not _HAS_ALPHA.search(v) and len(v) < 6):
         return False  # a bare number is a count or a port, not a password
+    if MASK_PREFIX in v:
+        # already judged: the value was not a secret as a whole, a part of it was masked
+        # (``secret.<random>``: a reference with a random tail); masking again must not
+        # now take the whole value (idempotence)
+        return False
     h = _lib().heuristic
     if v.lower() in _NOT_VALUES or h.is_templated_secret(v) or h.is_prefixed_with_dollar_sign(v):
         return False
