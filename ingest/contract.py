@@ -546,6 +546,7 @@ def _connection() -> duckdb.DuckDBPyConnection:
     con = getattr(_local, "con", None)
     if con is None:
         con = _local.con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
     return con
 
 
