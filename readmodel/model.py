@@ -24,7 +24,7 @@ from ingest.errors import ContextlensError, NotFoundError
 from replay import service
 from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
-from replay.verify import VerifyResult, verify as verify_store
+from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
 from .masking import (
     Masker,
@@ -374,11 +374,15 @@ class ReadModel:
     # ------------------------------------------------------------------ whole store
 
     def verify(self, flt: "AssemblyFilter | str | None" = None,
-               progress: Callable[[int, int], None] | None = None) -> VerifyResult:
+               progress: Callable[[int, int], None] | None = None,
+               on_verdict: "Callable[[AssemblyVerdict], None] | None" = None) -> VerifyResult:
         """Each request replayed under its recorded policy and compared with its recorded
         rows: counts per verdict and the non-faithful assemblies (``replay.verify``). Holds
-        ids, codes and hashes only: nothing to mask."""
-        return verify_store(self.store, self.registry, progress=progress, flt=flt)
+        ids, codes and hashes only: nothing to mask. With ``on_verdict``, each non-faithful
+        assembly goes to it as it is found and the result keeps only the counts (memory
+        does not grow with the store)."""
+        return verify_store(self.store, self.registry, progress=progress, flt=flt,
+                            on_verdict=on_verdict)
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,
                      reveal: bool = False) -> list[TokenReportRow]:

@@ -41,7 +41,7 @@ from ingest.errors import ContextlensError
 
 from .assembler import AssemblerPlugin, get_assembler
 from .diff import SafetyDelta
-from .engine import Chunk, chunks, replay_chunk
+from .engine import CONVERSATIONS_PER_CHUNK, Chunk, chunks, replay_chunk
 from .policy import PolicyRegistry, load_registry
 from .safety import SafetyContext
 from .snapshot import request_from_row
@@ -164,7 +164,8 @@ class VerifyResult:
 def verify(store: "Store", registry: PolicyRegistry | None = None,
            assembler: str | AssemblerPlugin = "reference", progress: Progress | None = None,
            flt: "AssemblyFilter | str | None" = None,
-           on_verdict: Callable[[AssemblyVerdict], None] | None = None) -> VerifyResult:
+           on_verdict: Callable[[AssemblyVerdict], None] | None = None,
+           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> VerifyResult:
     """Verify every recorded assembly matching ``flt`` (see the module docstring).
 
     Without ``on_verdict`` the result lists every non-faithful assembly, by assembly id. With
@@ -186,7 +187,7 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
     # chunk's queries meanwhile
     walker = store.cursor()
     try:
-        for chunk in chunks(walker, flt):
+        for chunk in chunks(walker, flt, conversations_per_chunk):
             counts = pc.value_counts(chunk.requests.column("policy_version")).to_pylist()
             versions.update({c["values"]: c["counts"] for c in counts})
             for verdict in _verify_chunk(store, chunk, reg, plugin, result):
