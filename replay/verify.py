@@ -211,6 +211,7 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
 _REQUEST_COLUMNS = ("assembly_id", "conversation_id", "assembled_at", "policy_version",
                     "assembler_version", "selection_hash")
 _EMPTY_HASH = selection_hash([])
+_SAFETY_COLUMNS = ("record_kind", "record_id", "decision", "rendering")
 _DETAIL_BATCH = 256  # non-faithful assemblies whose details are built at once
 _RECORD_KEY = ("assembly_id", "record_kind", "record_id")
 
@@ -294,18 +295,26 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     reported = verdicts.filter(pc.not_equal(verdicts.column("verdict"), "faithful")).sort_by(
         [("conversation_id", "ascending"), ("assembled_at", "ascending"),
          ("assembly_id", "ascending")])
+    # safety looks at the records in the prompt only
+    included = {name: t.filter(pc.equal(t.column("decision"), "included"))
+                for name, t in (("recorded", recorded), ("replayed", replay.records))}
     for start in range(0, reported.num_rows, _DETAIL_BATCH):
         batch = reported.slice(start, _DETAIL_BATCH)
         wanted = batch.column("assembly_id").combine_chunks()
         yield from _details(batch.to_pylist(), snapshots, reg,
                             _by_assembly(chunk.requests, wanted),
-                            _by_assembly(differences, wanted), _by_assembly(recorded, wanted),
-                            _by_assembly(replay.records, wanted))
+                            _by_assembly(differences, wanted),
+                            _by_assembly(included["recorded"], wanted, _SAFETY_COLUMNS),
+                            _by_assembly(included["replayed"], wanted, _SAFETY_COLUMNS))
 
 
-def _by_assembly(table: pa.Table, ids: pa.Array) -> dict[str, list[dict[str, Any]]]:
-    """The rows of ``table`` whose assembly_id is one of ``ids``, grouped by assembly."""
+def _by_assembly(table: pa.Table, ids: pa.Array,
+                 columns: tuple[str, ...] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The rows of ``table`` (only ``columns``, or all) whose assembly_id is one of ``ids``,
+    grouped by assembly."""
     rows = table.filter(pc.is_in(table.column("assembly_id"), value_set=ids))
+    if columns is not None:
+        rows = rows.select(["assembly_id", *columns])
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows.to_pylist():
         out.setdefault(row["assembly_id"], []).append(row)
