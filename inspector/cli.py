@@ -462,18 +462,25 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
+    counts = {"error": 0, "warning": 0, "info": 0}
+
+    def counted(findings: Any) -> Any:
+        for f in findings:
+            counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+            yield f
+
+    # each finding is printed as it is taken (no second copy of them all as one JSON text)
     with _Answers(db) as answers:
-        out = answers.lint(flt, reveal=reveal)
-    if as_json:
-        emit_json(out)
-    else:
-        for f in out:
-            where = f.get("assembly_id") or f.get("message_id") or "-"
-            record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
-            click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
-        counts = {sev: sum(1 for f in out if f["severity"] == sev) for sev in ("error", "warning", "info")}
-        click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
-    if any(f["severity"] == "error" for f in out):
+        findings = counted(answers.lint_stream(flt, reveal=reveal))
+        if as_json:
+            stream_json_array(([f] for f in findings))
+        else:
+            for f in findings:
+                where = f.get("assembly_id") or f.get("message_id") or "-"
+                record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
+                click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
+            click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
+    if counts["error"]:
         sys.exit(1)
 
 

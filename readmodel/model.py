@@ -396,15 +396,19 @@ class ReadModel:
     def lint(self, flt: "AssemblyFilter | str | None" = None,
              reveal: bool = False) -> list[dict[str, Any]]:
         """Lint findings (replay.lint) as JSON-ready dicts, details masked."""
+        return list(self.lint_stream(flt, reveal=reveal))
+
+    def lint_stream(self, flt: "AssemblyFilter | str | None" = None,
+                    reveal: bool = False) -> Iterator[dict[str, Any]]:
+        """``lint``'s findings, in the same order, each made a masked dict only as it is
+        taken (the CLI prints each as it comes)."""
         from replay.lint import lint
 
         masker = Masker(reveal)
-        out = []
         for finding in lint(self.store, flt, self.registry):
             item = finding.to_json()
             item["detail"] = masker.text(item.get("detail"))
-            out.append(item)
-        return out
+            yield item
 
     # ------------------------------------------------------------------ conversation
 
