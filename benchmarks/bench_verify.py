@@ -69,12 +69,16 @@ def in_process(db: Path) -> tuple[float, float, int, dict[str, int]]:
     return t_verify, statistics.median(times), n_records, counts
 
 
-def child(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in MB) of one command, its stdout to /dev/null."""
-    t0 = time.perf_counter()
+def start(argv: list[str]) -> tuple[subprocess.Popen, float]:
+    """One command started, its stdout to /dev/null."""
     with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.DEVNULL)
-        _pid, _status, usage = os.wait4(proc.pid, 0)
+        return subprocess.Popen(argv, stdout=null, stderr=subprocess.DEVNULL), time.perf_counter()
+
+
+def finish(started: tuple[subprocess.Popen, float]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in MB) of a started command, once it ends."""
+    proc, t0 = started
+    _pid, _status, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
     return time.perf_counter() - t0, usage.ru_maxrss // 1024
 
@@ -83,6 +87,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, action="append", help="assemblies (repeatable)")
     ap.add_argument("--work", type=Path, default=None, help="where the stores are kept")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="run the two commands at the same time as the in-process verify "
+                         "(peak RSS is per process either way; times are slower)")
     args = ap.parse_args()
     scales = args.scale or [10_000, 100_000]
     work = args.work or Path(tempfile.mkdtemp(prefix="contextlens-bench-verify-"))
@@ -93,9 +100,15 @@ def main() -> None:
     try:
         for scale in scales:
             db = store_for(scale, work)
-            t_verify, t_group, n, counts = in_process(db)
-            t_text, rss_text = child([*CLI, "verify", "--db", str(db)])
-            t_json, rss_json = child([*CLI, "verify", "--db", str(db), "--json"])
+            text = [*CLI, "verify", "--db", str(db)]
+            if args.concurrent:
+                runs = [start(text), start([*text, "--json"])]
+                t_verify, t_group, n, counts = in_process(db)
+                (t_text, rss_text), (t_json, rss_json) = (finish(r) for r in runs)
+            else:
+                t_verify, t_group, n, counts = in_process(db)
+                t_text, rss_text = finish(start(text))
+                t_json, rss_json = finish(start([*text, "--json"]))
             verdicts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items()
                                  if k != "checked" and v)
             print(f"| {counts['checked']:,} | {n:,} | {verdicts} "
