@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from enum import Enum
 import hashlib
 import json
+import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, create_model
 
 SCHEMA_VERSION = "1"
@@ -496,3 +499,89 @@ def selection_hash(rows: Iterable[Mapping[str, Any] | Sequence[Any]] | pa.Table)
 
 def _kind_id(item: list[Any]) -> tuple[Any, Any]:
     return (item[0], item[1])
+
+
+# The canonical JSON of a string is the string in quotes when it is printable ASCII without
+# a quote or a backslash (json.dumps escapes nothing else); an assembly with any other
+# character in a hashed string is hashed by the Python function. So is one with a repeated
+# (record_kind, record_id), whose order the input rows decide; a collision of DuckDB's hash()
+# only sends an assembly there needlessly.
+_JSON_STR = """coalesce('"' || {0} || '"', 'null')"""
+_HASHES_SQL = f"""
+WITH r AS (
+    SELECT assembly_id::VARCHAR AS a, record_kind::VARCHAR AS k, record_id::VARCHAR AS i,
+           decision::VARCHAR AS d, rendering::VARCHAR AS g, position::BIGINT AS p
+    FROM records
+)
+SELECT a AS assembly_id,
+       sha256('[' || string_agg(
+           '[' || {_JSON_STR.format('k')} || ',' || {_JSON_STR.format('i')} || ','
+               || {_JSON_STR.format('d')} || ',' || {_JSON_STR.format('g')} || ','
+               || coalesce(p::VARCHAR, 'null') || ']',
+           ',' ORDER BY k, i) || ']') AS selection_hash,
+       NOT bool_or(k IS NULL OR i IS NULL
+                   OR regexp_matches(concat(k, i, d, g), '[^ !#-\\[\\]-~]'))
+           AND count(*) = count(DISTINCT hash(k, i)) AS exact
+FROM r GROUP BY a ORDER BY a
+"""
+_HASHES_SCHEMA = pa.schema([("assembly_id", pa.string()), ("selection_hash", pa.string())])
+_local = threading.local()
+
+
+def selection_hashes(records: pa.Table) -> pa.Table:
+    """``selection_hash`` of every assembly of ``records`` (assembly_records rows: at least
+    assembly_id and the ``SELECTION_FIELDS``) at once: a table (assembly_id, selection_hash)
+    ordered by assembly_id, one row per assembly that has records, byte-identical to
+    ``selection_hash`` of each assembly's rows.
+
+    DuckDB writes the canonical JSON of an assembly whose hashed strings are printable ASCII
+    without quotes or backslashes and whose (record_kind, record_id) pairs are unique; any
+    other assembly (a character JSON escapes; a repeated pair, whose order the input rows
+    decide) is hashed by ``selection_hash`` itself.
+    """
+    missing = [c for c in ("assembly_id", *SELECTION_FIELDS) if c not in records.column_names]
+    if missing:
+        raise ValueError(f"selection_hashes: records lack column(s) {', '.join(missing)}")
+    records = records.select(["assembly_id", *SELECTION_FIELDS])
+    if records.num_rows == 0:
+        return _HASHES_SCHEMA.empty_table()
+    position = records.schema.field("position").type
+    if not (pa.types.is_integer(position) or pa.types.is_null(position)):
+        # the Python function truncates a float position; SQL would round it
+        return _python_hashes(records, None)
+    con = _connection()
+    con.register("records", records)
+    try:
+        out = con.sql(_HASHES_SQL).to_arrow_table()
+    finally:
+        con.unregister("records")
+    exact = out.column("exact")
+    if pc.all(exact).as_py():
+        return out.select(["assembly_id", "selection_hash"]).cast(_HASHES_SCHEMA)
+    inexact = out.filter(pc.invert(exact)).column("assembly_id")
+    fixed = _python_hashes(records, inexact)
+    kept = out.filter(exact).select(["assembly_id", "selection_hash"]).cast(_HASHES_SCHEMA)
+    return pa.concat_tables([kept, fixed]).sort_by("assembly_id")
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for this thread (a connection is not shared between threads)."""
+    con = getattr(_local, "con", None)
+    if con is None:
+        con = _local.con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def _python_hashes(records: pa.Table, assembly_ids: pa.ChunkedArray | None) -> pa.Table:
+    """``selection_hash`` per assembly of ``records`` (only ``assembly_ids``, or all),
+    each assembly's rows in their input order."""
+    if assembly_ids is not None:
+        records = records.filter(pc.is_in(records.column("assembly_id"),
+                                          value_set=assembly_ids.combine_chunks()))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in records.to_pylist():
+        groups.setdefault(row["assembly_id"], []).append(row)
+    ids = sorted(groups)
+    return pa.table({"assembly_id": ids, "selection_hash": [selection_hash(groups[a]) for a in ids]},
+                    schema=_HASHES_SCHEMA)

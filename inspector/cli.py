@@ -18,7 +18,10 @@ import click
 from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
-from .console import emit_json, stream_json_array, stream_table, json_default, print_compare, print_diff, print_table, progress_printer, vis
+from .console import (
+    JsonResults, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
+    progress_printer, stream_json_array, stream_table, vis,
+)
 from .stores import resolve_store
 
 # ----------------------------------------------------------------------------- helpers
@@ -441,46 +444,61 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
 
     flt = parse_filter(filter_expr) if filter_expr else None
     progress = None if as_json else progress_printer()
+    # each non-faithful assembly is printed as it is found, the counts after them: the first
+    # lines come at once and memory does not grow with the store
+    if as_json:
+        out = JsonResults("results")
+        found = lambda item: out.add(item.to_json())  # noqa: E731
+    else:
+        found = _print_verdict if progress is None else _after_progress(_print_verdict)
     with _Answers(db, policies_dir) as answers:
         result = answers.verify(
             flt,
             progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
+            on_verdict=found,
         )
     if result.missing_policies:
         click.echo(vis(result.missing_policies), err=True)
     if as_json:
-        emit_json(result.to_json())
+        counts = result.to_json()
+        del counts["results"]
+        out.close(counts)
     else:
-        _print_verify(result)
+        click.echo(f"checked {result.checked}: {result.faithful} faithful, {result.drifted} drifted, "
+                   f"{result.inconsistent} inconsistent, {result.not_replayable} not replayable")
     if result.failed(strict):
         sys.exit(1)
 
 
-def _print_verify(result: Any) -> None:
-    click.echo(f"checked {result.checked}: {result.faithful} faithful, {result.drifted} drifted, "
-               f"{result.inconsistent} inconsistent, {result.not_replayable} not replayable")
-    for item in result.results:
-        head = (f"{item.verdict.upper().replace('_', ' ')} {vis(item.assembly_id)} "
-                f"(policy {vis(item.policy_version)}, assembler {vis(item.assembler_version)})")
-        if item.problems:
-            head += f": {'; '.join(item.problems)} (stored {vis(item.recorded_hash[:12])}…, " \
-                    f"rows {item.recomputed_hash[:12]}…)"
-        elif not item.replayable:
-            head += f": no policy {vis(item.policy_version)} to replay it"
-        else:
-            n = len(item.records)
-            head += f": {n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
-        click.echo(head)
-        for group, title in (("in_recording", "sent"), ("regressions", "the replay would expose"),
-                             ("fixes", "the replay would withhold")):
-            found = getattr(item.safety, group)
-            if found:
-                listed = ", ".join(f"{vis(f['finding'])} {vis(f['record_id'])}" for f in found)
-                click.echo(f"  safety, {title}: {listed}")
-        for rec in item.records:
-            fields = "; ".join(f"{f.field} {_shown(f.recorded)} → {_shown(f.replayed)}"
-                               for f in rec.fields)
-            click.echo(f"  {vis(rec.record_kind)} {vis(rec.record_id)}: {fields}")
+def _after_progress(show: Any) -> Any:
+    def shown(item: Any) -> None:
+        clear_progress()
+        show(item)
+    return shown
+
+
+def _print_verdict(item: Any) -> None:
+    head = (f"{item.verdict.upper().replace('_', ' ')} {vis(item.assembly_id)} "
+            f"(policy {vis(item.policy_version)}, assembler {vis(item.assembler_version)})")
+    if item.problems:
+        head += f": {'; '.join(item.problems)} (stored {vis(item.recorded_hash[:12])}…, " \
+                f"rows {item.recomputed_hash[:12]}…)"
+    elif not item.replayable:
+        head += f": no policy {vis(item.policy_version)} to replay it"
+    else:
+        n = len(item.records)
+        head += f": {n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
+    click.echo(head)
+    for group, title in (("in_recording", "sent"), ("regressions", "the replay would expose"),
+                         ("fixes", "the replay would withhold")):
+        found = getattr(item.safety, group)
+        if found:
+            listed = ", ".join(f"{vis(f['finding'])} {vis(f['record_id'])}" for f in found)
+            click.echo(f"  safety, {title}: {listed}")
+    for rec in item.records:
+        fields = "; ".join(f"{f.field} {_shown(f.recorded)} → {_shown(f.replayed)}"
+                           for f in rec.fields)
+        click.echo(f"  {vis(rec.record_kind)} {vis(rec.record_id)}: {fields}")
 
 
 def _shown(value: Any) -> str:
@@ -501,18 +519,25 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
+    counts = {"error": 0, "warning": 0, "info": 0}
+
+    def counted(findings: Any) -> Any:
+        for f in findings:
+            counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+            yield f
+
+    # each finding is printed as it is taken (no second copy of them all as one JSON text)
     with _Answers(db) as answers:
-        out = answers.lint(flt, reveal=reveal)
-    if as_json:
-        emit_json(out)
-    else:
-        for f in out:
-            where = f.get("assembly_id") or f.get("message_id") or "-"
-            record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
-            click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
-        counts = {sev: sum(1 for f in out if f["severity"] == sev) for sev in ("error", "warning", "info")}
-        click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
-    if any(f["severity"] == "error" for f in out):
+        findings = counted(answers.lint_stream(flt, reveal=reveal))
+        if as_json:
+            stream_json_array(([f] for f in findings))
+        else:
+            for f in findings:
+                where = f.get("assembly_id") or f.get("message_id") or "-"
+                record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
+                click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
+            click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
+    if counts["error"]:
         sys.exit(1)
 
 

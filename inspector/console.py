@@ -15,9 +15,8 @@ import click
 from ingest.text import clip, json_safe, visible_text
 from ingest.timefmt import table_time
 
-__all__ = ["dumps", "emit_json", "json_default", "print_compare", "print_diff", "print_table",
-           "progress_printer",
-           "stream_json_array", "stream_table", "vis"]
+__all__ = ["JsonResults", "clear_progress", "dumps", "emit_json", "json_default", "print_compare",
+           "print_diff", "print_table", "progress_printer", "stream_json_array", "stream_table", "vis"]
 
 
 def json_default(value: Any) -> Any:
@@ -91,6 +90,35 @@ def stream_json_array(batches: Iterable[list[dict[str, Any]]]) -> int:
             n += 1
     click.echo("\n]" if n else "]")
     return n
+
+
+class JsonResults:
+    """A JSON object written as it is computed: the array ``key`` element by element
+    (``add``), then the other members (``close``), e.g. counts known only at the end. The
+    output is one valid JSON document and memory holds one element at a time."""
+
+    def __init__(self, key: str) -> None:
+        self.count = 0
+        click.echo("{\n  " + json.dumps(key) + ": [", nl=False)
+
+    def add(self, item: Any) -> None:
+        click.echo(("," if self.count else "") + "\n    " + dumps(item).replace("\n", "\n    "),
+                   nl=False)
+        self.count += 1
+
+    def close(self, members: Mapping[str, Any]) -> None:
+        click.echo("\n  ]" if self.count else "]", nl=False)
+        for key, value in members.items():
+            click.echo(",\n  " + json.dumps(key) + ": " + dumps(value).replace("\n", "\n  "),
+                       nl=False)
+        click.echo("\n}")
+
+
+def clear_progress() -> None:
+    """Wipe a progress bar's line on a terminal before printing a result under it."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

@@ -25,7 +25,7 @@ from ingest.errors import ContextlensError, NotFoundError
 from replay import service
 from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
-from replay.verify import VerifyResult, verify as verify_store
+from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
 from .masking import (
     Masker,
@@ -443,11 +443,15 @@ class ReadModel:
     # ------------------------------------------------------------------ whole store
 
     def verify(self, flt: "AssemblyFilter | str | None" = None,
-               progress: Callable[[int, int], None] | None = None) -> VerifyResult:
+               progress: Callable[[int, int], None] | None = None,
+               on_verdict: "Callable[[AssemblyVerdict], None] | None" = None) -> VerifyResult:
         """Each request replayed under its recorded policy and compared with its recorded
         rows: counts per verdict and the non-faithful assemblies (``replay.verify``). Holds
-        ids, codes and hashes only: nothing to mask."""
-        return verify_store(self.store, self.registry, progress=progress, flt=flt)
+        ids, codes and hashes only: nothing to mask. With ``on_verdict``, each non-faithful
+        assembly goes to it as it is found and the result keeps only the counts (memory
+        does not grow with the store)."""
+        return verify_store(self.store, self.registry, progress=progress, flt=flt,
+                            on_verdict=on_verdict)
 
     def compare(self, a: str, b: str, flt: "AssemblyFilter | str | None" = None,
                 progress: Callable[[int, int], None] | None = None,
@@ -499,15 +503,19 @@ class ReadModel:
     def lint(self, flt: "AssemblyFilter | str | None" = None,
              reveal: bool = False) -> list[dict[str, Any]]:
         """Lint findings (replay.lint) as JSON-ready dicts, details masked."""
+        return list(self.lint_stream(flt, reveal=reveal))
+
+    def lint_stream(self, flt: "AssemblyFilter | str | None" = None,
+                    reveal: bool = False) -> Iterator[dict[str, Any]]:
+        """``lint``'s findings, in the same order, each made a masked dict only as it is
+        taken (the CLI prints each as it comes)."""
         from replay.lint import lint
 
         masker = Masker(reveal)
-        out = []
         for finding in lint(self.store, flt, self.registry):
             item = finding.to_json()
             item["detail"] = masker.text(item.get("detail"))
-            out.append(item)
-        return out
+            yield item
 
     # ------------------------------------------------------------------ conversation
 

@@ -16,24 +16,35 @@ Verdicts, one per assembly:
 - ``not_replayable``: no policy for its version (transcripts recorded under ``observed``
   never have one).
 
-Work is streamed per chunk of conversations: one query for the chunk's snapshots and one
-for its recorded rows; only the non-faithful assemblies keep any detail.
+Work is streamed per chunk of conversations (``replay.engine.chunks``): the engine replays
+the chunk (``replay_chunk``), its recorded rows are read in one query, their hashes are
+recomputed at once (``ingest.contract.selection_hashes``), and recording and replay are
+compared in DuckDB (a full outer join on assembly, kind and id over ``COMPARED_FIELDS``), so
+Python touches only the records that differ. Every request adds to a count; only the
+non-faithful ones get details (their records, their safety), and a caller can take each as
+it is found (``on_verdict``) instead of keeping them all.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ingest.contract import selection_hash
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.contract import selection_hash, selection_hashes
 from ingest.errors import ContextlensError
 
 from .assembler import AssemblerPlugin, get_assembler
 from .diff import SafetyDelta
+from .engine import CONVERSATIONS_PER_CHUNK, Chunk, chunks, replay_chunk
 from .policy import PolicyRegistry, load_registry
 from .safety import SafetyContext
-from .snapshot import load_snapshots, request_from_row
+from .snapshot import request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -47,7 +58,6 @@ __all__ = [
     "FieldDifference",
     "RecordDifference",
     "VerifyResult",
-    "compare_records",
     "verify",
 ]
 
@@ -57,8 +67,8 @@ VERDICTS = ("faithful", "drifted", "inconsistent", "not_replayable")
 COMPARED_FIELDS = ("decision", "reason_code", "rendering", "position", "tokens")
 # the policy version transcript adapters record: an observed runtime, no policy to replay
 OBSERVED = "observed"
-_CHUNK = 256  # conversations per chunk: one store query per graph table and one for the rows
 _HASH_PROBLEM = "stored selection_hash is not the hash of the recorded rows"
+_local = threading.local()
 
 
 @dataclass(frozen=True)
@@ -151,114 +161,206 @@ class VerifyResult:
         }
 
 
-def compare_records(recorded: list[dict[str, Any]],
-                    replayed: list[dict[str, Any]]) -> tuple[RecordDifference, ...]:
-    """The records whose recorded and replayed rows differ in a compared field, paired by
-    (record_kind, record_id), in (kind, id) order."""
-    a = {(r["record_kind"], r["record_id"]): r for r in recorded}
-    b = {(r["record_kind"], r["record_id"]): r for r in replayed}
-    out: list[RecordDifference] = []
-    for key in sorted(a.keys() | b.keys()):
-        ra, rb = a.get(key), b.get(key)
-        if ra is None or rb is None:
-            fields: tuple[FieldDifference, ...] = (FieldDifference(
-                "record", ra["decision"] if ra else None, rb["decision"] if rb else None),)
-        else:
-            fields = tuple(FieldDifference(name, _value(ra, name), _value(rb, name))
-                           for name in COMPARED_FIELDS if _value(ra, name) != _value(rb, name))
-        if fields:
-            out.append(RecordDifference(key[0], key[1], fields))
-    return tuple(out)
-
-
-def _value(row: dict[str, Any], name: str) -> Any:
-    value = row.get(name)
-    return int(value) if name in ("position", "tokens") and value is not None else value
-
-
 def verify(store: "Store", registry: PolicyRegistry | None = None,
            assembler: str | AssemblerPlugin = "reference", progress: Progress | None = None,
-           flt: "AssemblyFilter | str | None" = None) -> VerifyResult:
-    """Verify every recorded assembly matching ``flt`` (see the module docstring)."""
+           flt: "AssemblyFilter | str | None" = None,
+           on_verdict: Callable[[AssemblyVerdict], None] | None = None,
+           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> VerifyResult:
+    """Verify every recorded assembly matching ``flt`` (see the module docstring).
+
+    Without ``on_verdict`` the result lists every non-faithful assembly, by assembly id. With
+    it, each non-faithful verdict is handed to ``on_verdict`` as its chunk is verified (in the
+    store's (export, conversation, time, id) order) and the result holds only the counts, so
+    memory stays that of one chunk however large the store.
+    """
     reg = registry if registry is not None else load_registry(None)
     plugin = get_assembler(assembler)
-    work = store.assembly_requests(flt).to_pylist()
-    total = len(work)
     result = VerifyResult()
-    versions = Counter(r["policy_version"] for r in work
-                       if r["policy_version"] != OBSERVED or OBSERVED in reg)
+    kept = result.results
+    emit = on_verdict if on_verdict is not None else kept.append
+    total = store.count_assemblies(flt)
+    report = progress or (lambda _done, _total: None)
+    report(0, total)
+    versions: Counter[str] = Counter()
+    done = 0
+    # the chunks are read on a cursor of their own: the store's connection runs each
+    # chunk's queries meanwhile
+    walker = store.cursor()
+    try:
+        for chunk in chunks(walker, flt, conversations_per_chunk):
+            counts = pc.value_counts(chunk.requests.column("policy_version")).to_pylist()
+            versions.update({c["values"]: c["counts"] for c in counts})
+            for verdict in _verify_chunk(store, chunk, reg, plugin, result):
+                emit(verdict)
+            n = chunk.requests.num_rows
+            for i in range(done + 1, done + n + 1):
+                report(i, total)
+            done += n
+    finally:
+        walker.close()
+    if OBSERVED not in reg:
+        versions.pop(OBSERVED, None)
     try:
         reg.require(versions)
     except ContextlensError as err:
         result.missing_policies = str(err)
-    report = progress or (lambda _done, _total: None)
-    report(0, total)
-    done = 0
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in work:
-        groups.setdefault((row["export_id"], row["conversation_id"]), []).append(row)
-    chunks: list[tuple[str, list[str]]] = []
-    for export_id, conversation_id in groups:
-        if not chunks or chunks[-1][0] != export_id or len(chunks[-1][1]) >= _CHUNK:
-            chunks.append((export_id, []))
-        chunks[-1][1].append(conversation_id)
-    for export_id, conversation_ids in chunks:
-        rows = [row for cid in conversation_ids for row in groups[(export_id, cid)]]
-        recorded: dict[str, list[dict[str, Any]]] = {}
-        table = store.recorded_records([r["assembly_id"] for r in rows], export_id)
-        for rec in table.to_pylist():
-            recorded.setdefault(rec["assembly_id"], []).append(rec)
-        del table
-        snapshots = load_snapshots(store, conversation_ids, export_id)
-        for conversation_id in conversation_ids:
-            snapshot = snapshots.pop(conversation_id)
-            for row in groups.pop((export_id, conversation_id)):
-                records = recorded.pop(row["assembly_id"], [])
-                verdict = _verify_one(row, records, snapshot, reg, plugin)
-                result.checked += 1
-                if verdict is None:
-                    result.faithful += 1
-                else:
-                    setattr(result, verdict.verdict, getattr(result, verdict.verdict) + 1)
-                    result.results.append(verdict)
-                done += 1
-                report(done, total)
-    result.results.sort(key=lambda v: v.assembly_id)
+    kept.sort(key=lambda v: v.assembly_id)
     return result
 
 
-def _verify_one(row: dict[str, Any], records: list[dict[str, Any]], snapshot: Any,
-                reg: PolicyRegistry, plugin: AssemblerPlugin) -> AssemblyVerdict | None:
-    """None when faithful, else the verdict with its details."""
-    version = row["policy_version"]
-    recomputed = selection_hash(records)
-    # payload_sha256 is not checked: the contract does not define what it hashes
-    problems = (_HASH_PROBLEM,) if recomputed != row["selection_hash"] else ()
-    differences: tuple[RecordDifference, ...] = ()
-    replay_hash = None
-    replayed: list[dict[str, Any]] = []
-    request = request_from_row(row)
-    if version in reg:
-        out = plugin.assemble(snapshot, request, reg.get(version))
-        replay_hash = out.selection_hash
-        replayed = out.records
-        differences = compare_records(records, out.records)
-    if problems:
-        verdict = "inconsistent"
-    elif replay_hash is None:
-        verdict = "not_replayable"
-    elif differences:
-        verdict = "drifted"
+_REQUEST_COLUMNS = ("assembly_id", "conversation_id", "assembled_at", "policy_version",
+                    "assembler_version", "selection_hash")
+_EMPTY_HASH = selection_hash([])
+_SAFETY_COLUMNS = ("record_kind", "record_id", "decision", "rendering")
+_DETAIL_BATCH = 256  # non-faithful assemblies whose details are built at once
+_RECORD_KEY = ("assembly_id", "record_kind", "record_id")
+
+# Every record that differs between the recording and the replay, for the assemblies that
+# were replayed: on one side only, or with a compared field distinct.
+_DIFFERENCES_SQL = f"""
+SELECT coalesce(a.assembly_id, b.assembly_id) AS assembly_id,
+       coalesce(a.record_kind, b.record_kind) AS record_kind,
+       coalesce(a.record_id, b.record_id) AS record_id,
+       a.record_id IS NOT NULL AS recorded, b.record_id IS NOT NULL AS replayed,
+       {", ".join(f"a.{f} AS a_{f}, b.{f} AS b_{f}" for f in COMPARED_FIELDS)}
+FROM (SELECT {", ".join(f"{c}::VARCHAR AS {c}" for c in _RECORD_KEY)},
+             decision::VARCHAR AS decision, reason_code::VARCHAR AS reason_code,
+             rendering::VARCHAR AS rendering, position::BIGINT AS position,
+             tokens::BIGINT AS tokens
+      FROM recorded WHERE assembly_id IN (SELECT assembly_id FROM replayed_assemblies)) a
+FULL OUTER JOIN (SELECT {", ".join(f"{c}::VARCHAR AS {c}" for c in _RECORD_KEY)},
+                        decision::VARCHAR AS decision, reason_code::VARCHAR AS reason_code,
+                        rendering::VARCHAR AS rendering, position::BIGINT AS position,
+                        tokens::BIGINT AS tokens
+                 FROM replayed) b
+  ON a.assembly_id = b.assembly_id AND a.record_kind = b.record_kind AND a.record_id = b.record_id
+WHERE a.record_id IS NULL OR b.record_id IS NULL
+   OR {" OR ".join(f"a.{f} IS DISTINCT FROM b.{f}" for f in COMPARED_FIELDS)}
+ORDER BY 1, 2, 3
+"""
+
+# One row per request of the chunk that is not faithful, with its verdict, in store order
+# (inconsistent wins over the others, see the module docstring).
+_VERDICTS_SQL = """
+WITH v AS (
+    SELECT q.assembly_id, q.conversation_id, q.assembled_at, q.policy_version,
+           q.assembler_version, q.selection_hash AS recorded_hash,
+           coalesce(h.selection_hash, $empty) AS recomputed_hash,
+           r.selection_hash AS replay_hash,
+           coalesce(d.n, 0) AS differing
+    FROM requests q
+    LEFT JOIN hashes h ON h.assembly_id = q.assembly_id
+    LEFT JOIN replayed_assemblies r ON r.assembly_id = q.assembly_id
+    LEFT JOIN (SELECT assembly_id, count(*) AS n FROM differences GROUP BY assembly_id) d
+           ON d.assembly_id = q.assembly_id
+)
+SELECT *, CASE WHEN recomputed_hash IS DISTINCT FROM recorded_hash THEN 'inconsistent'
+               WHEN replay_hash IS NULL THEN 'not_replayable'
+               WHEN differing > 0 THEN 'drifted'
+               ELSE 'faithful' END AS verdict
+FROM v
+"""
+
+
+def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: AssemblerPlugin,
+                  result: VerifyResult) -> Iterator[AssemblyVerdict]:
+    """Count every request of ``chunk`` in ``result``, then yield the non-faithful ones with
+    their details.
+
+    The chunk is replayed by the engine; its recorded rows are read in one query, their
+    hashes recomputed at once, and recording and replay are compared in DuckDB, so Python
+    only touches the records of assemblies that are not faithful, ``_DETAIL_BATCH``
+    assemblies at a time."""
+    snapshots = chunk.snapshots(store)
+    replay = replay_chunk(store, chunk, reg, assembler=plugin, snapshots=snapshots)
+    requests = chunk.requests.select(list(_REQUEST_COLUMNS))
+    ids = requests.column("assembly_id").to_pylist()
+    recorded = store.recorded_records(ids, chunk.export_id)
+    con = _connection()
+    tables = {"requests": requests, "recorded": recorded, "replayed": replay.records,
+              "replayed_assemblies": replay.assemblies.select(["assembly_id", "selection_hash"]),
+              "hashes": selection_hashes(recorded)}
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        differences = con.sql(_DIFFERENCES_SQL).to_arrow_table()
+        con.register("differences", differences)
+        verdicts = con.sql(_VERDICTS_SQL, params={"empty": _EMPTY_HASH}).to_arrow_table()
+    finally:
+        for name in (*tables, "differences"):
+            con.unregister(name)
+    for c in pc.value_counts(verdicts.column("verdict")).to_pylist():
+        setattr(result, c["values"], getattr(result, c["values"]) + c["counts"])
+    result.checked += verdicts.num_rows
+    reported = verdicts.filter(pc.not_equal(verdicts.column("verdict"), "faithful")).sort_by(
+        [("conversation_id", "ascending"), ("assembled_at", "ascending"),
+         ("assembly_id", "ascending")])
+    # safety looks at the records in the prompt only
+    included = {name: t.filter(pc.equal(t.column("decision"), "included"))
+                for name, t in (("recorded", recorded), ("replayed", replay.records))}
+    for start in range(0, reported.num_rows, _DETAIL_BATCH):
+        batch = reported.slice(start, _DETAIL_BATCH)
+        wanted = batch.column("assembly_id").combine_chunks()
+        yield from _details(batch.to_pylist(), snapshots, reg,
+                            _by_assembly(chunk.requests, wanted),
+                            _by_assembly(differences, wanted),
+                            _by_assembly(included["recorded"], wanted, _SAFETY_COLUMNS),
+                            _by_assembly(included["replayed"], wanted, _SAFETY_COLUMNS))
+
+
+def _by_assembly(table: pa.Table, ids: pa.Array,
+                 columns: tuple[str, ...] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The rows of ``table`` (only ``columns``, or all) whose assembly_id is one of ``ids``,
+    grouped by assembly."""
+    rows = table.filter(pc.is_in(table.column("assembly_id"), value_set=ids))
+    if columns is not None:
+        rows = rows.select(["assembly_id", *columns])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.to_pylist():
+        out.setdefault(row["assembly_id"], []).append(row)
+    return out
+
+
+def _details(reported: list[dict[str, Any]], snapshots: dict[str, Any], reg: PolicyRegistry,
+             requests: dict[str, list[dict[str, Any]]],
+             differences: dict[str, list[dict[str, Any]]],
+             recorded: dict[str, list[dict[str, Any]]],
+             replayed: dict[str, list[dict[str, Any]]]) -> Iterator[AssemblyVerdict]:
+    for v in reported:
+        aid = v["assembly_id"]
+        request = request_from_row(requests[aid][0])
+        replayable = v["replay_hash"] is not None
+        # safety is judged only for what is reported (faithful ones add only to a count)
+        context = SafetyContext(snapshots[v["conversation_id"]], request, reg)
+        safety = SafetyDelta.between(
+            context.findings(recorded.get(aid, [])),
+            context.findings(replayed.get(aid, [])) if replayable else [], a_recorded=True)
+        inconsistent = v["verdict"] == "inconsistent"
+        yield AssemblyVerdict(
+            assembly_id=aid, verdict=v["verdict"], policy_version=v["policy_version"],
+            assembler_version=v["assembler_version"],
+            records=tuple(_difference(d) for d in differences.get(aid, [])),
+            recorded_hash=v["recorded_hash"], recomputed_hash=v["recomputed_hash"],
+            replay_hash=v["replay_hash"], problems=(_HASH_PROBLEM,) if inconsistent else (),
+            safety=safety,
+        )
+
+
+def _difference(row: dict[str, Any]) -> RecordDifference:
+    """A row of ``_DIFFERENCES_SQL`` as the record's differing fields."""
+    if not (row["recorded"] and row["replayed"]):
+        fields: tuple[FieldDifference, ...] = (
+            FieldDifference("record", row["a_decision"], row["b_decision"]),)
     else:
-        return None
-    # safety is judged only for what is reported (faithful ones add only to a count)
-    context = SafetyContext(snapshot, request, reg)
-    safety = SafetyDelta.between(context.findings(records),
-                                 context.findings(replayed) if replay_hash else [],
-                                 a_recorded=True)
-    return AssemblyVerdict(
-        assembly_id=row["assembly_id"], verdict=verdict, policy_version=version,
-        assembler_version=row["assembler_version"], records=differences,
-        recorded_hash=row["selection_hash"], recomputed_hash=recomputed,
-        replay_hash=replay_hash, problems=problems, safety=safety,
-    )
+        fields = tuple(FieldDifference(f, row[f"a_{f}"], row[f"b_{f}"]) for f in COMPARED_FIELDS
+                       if row[f"a_{f}"] != row[f"b_{f}"])
+    return RecordDifference(row["record_kind"], row["record_id"], fields)
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for this thread, where recording and replay are compared."""
+    con = getattr(_local, "con", None)
+    if con is None:
+        con = _local.con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+    return con
