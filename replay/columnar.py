@@ -6,8 +6,8 @@ reason_code and tokens of every record; selection hash, assembled and baseline t
 included and omitted counts of every assembly); tests/unit/test_engine_differential.py
 holds the two against each other. ``detail`` and the decision chain are not produced.
 
-How it is computed (no Python loop per record; per assembly only the policy look-up and,
-in ``selection_hashes``, the selection hash):
+How it is computed (no Python loop per record; per assembly only the policy look-up; the
+selection hashes by the contract's columnar rule, ``ingest.contract.selection_hashes``):
 
 * DuckDB SQL over the chunk's graph tables (Arrow, registered in an in-memory connection)
   reads each conversation's records once ("sources"), with the facts of the record alone:
@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.contract import ENUMS, TABLES, selection_hash
+from ingest.contract import selection_hashes as contract_selection_hashes
 
 from .assembler import MARKER_TOKENS
 from .policy import Policy
@@ -958,22 +959,17 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
 
 
 def selection_hashes(records: pa.Table, assembly_ids: Sequence[str]) -> dict[str, str]:
-    """The selection hash of each of ``assembly_ids`` from ``records`` (REPLAY_COLUMNS,
-    ordered by assembly, kind, id): the one place a replayed chunk's hashes are computed,
-    so a columnar hash can replace it."""
-    names = ("record_kind", "record_id", "decision", "rendering", "position")
-    rows = [dict(zip(names, r)) for r in zip(*(records.column(c).to_pylist() for c in names))]
-    ids = records.column("assembly_id")
+    """The selection hash of each of ``assembly_ids`` from ``records`` (REPLAY_COLUMNS):
+    the contract's columnar hash (``ingest.contract.selection_hashes``, byte-identical to
+    its per-assembly rule); an assembly with no records hashes the empty selection."""
+    table = contract_selection_hashes(records) if records.num_rows else None
     out: dict[str, str] = {}
-    if rows:
-        # each assembly's rows are one run of equal ids
-        change = np.flatnonzero(~_ints(pc.equal(ids[1:], ids[:-1]), False).astype(bool)) + 1
-        bounds = [0, *change.tolist(), len(rows)]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            out[ids[lo].as_py()] = selection_hash(rows[lo:hi])
+    if table is not None:
+        out = dict(zip(table.column("assembly_id").to_pylist(),
+                       table.column("selection_hash").to_pylist(), strict=True))
+    empty = selection_hash([])
     for aid in assembly_ids:
-        if aid not in out:
-            out[aid] = selection_hash([])
+        out.setdefault(aid, empty)
     return out
 
 
