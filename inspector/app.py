@@ -87,6 +87,8 @@ class ContextLensApp(App[None]):
 
         self.replays = AnswerCache()
         self.views = AnswerCache(size=8)  # assembly views: the highlighted request, prefetched
+        # what the assembly screen shows of them (AssemblyContent), ready to fill its widgets
+        self.contents = AnswerCache(size=8)
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
         self.sub_title = one_line(self.db_path.name, 80)

@@ -1,14 +1,16 @@
 """One assembly: context in prompt order, omissions by reason, the decision trace, the
 prompt as the model saw it, and a record panel with the why-sentence and provenance.
 
-Pipeline: ``AssemblyOpened`` (the request row) -> ``RecordsLoaded`` (records and trace) ->
-``RecordSelected`` (a highlighted record) -> ``RecordExplained`` (its panel), and
-``PromptRendered`` when the Prompt tab is first shown.
+Pipeline: ``RecordsLoaded`` (the request row, records, trace and, when it was loaded ahead,
+the first record's panel) -> ``RecordSelected`` (a highlighted record) -> ``RecordExplained``
+(its panel), and ``PromptRendered`` when the Prompt tab is first shown. An assembly the
+request list loaded ahead is filled in before the screen is shown: one layout, one paint.
 """
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 from typing import Mapping
@@ -21,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Log, Static, TabbedContent, TabPane, Tree
+from textual.widgets import Header, Log, Static, TabbedContent, TabPane, Tree
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
@@ -30,7 +32,8 @@ from ingest.timefmt import table_time
 from readmodel import TokenAccounting
 
 from ..widgets.arrow_table import arrow_table
-from ..widgets.assembly_view import record_detail, recorded_tokens_line, records_display
+from ..widgets.footer import KeysFooter
+from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, safe_text
@@ -42,12 +45,6 @@ PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
 # ---------------------------------------------------------------------- messages
 
 
-class AssemblyOpened(Message):
-    def __init__(self, assembly: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.assembly = assembly
-
-
 class AssemblyFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
@@ -55,20 +52,10 @@ class AssemblyFailed(Message):
 
 
 class RecordsLoaded(Message):
-    def __init__(
-        self,
-        included: pa.Table,
-        omitted: list[dict[str, Any]],
-        trace: pa.Table,
-        membership: dict[tuple[str, str], dict[str, Any]],
-        tokens: TokenAccounting,
-    ) -> None:
+    def __init__(self, assembly_id: str, content: AssemblyContent) -> None:
         super().__init__()
-        self.tokens = tokens
-        self.included = included  # display table, prompt order; record_kind/record_id kept
-        self.omitted = omitted  # rows sorted by reason_code, record_kind, record_id
-        self.trace = trace
-        self.membership = membership
+        self.assembly_id = assembly_id
+        self.content = content
 
 
 class RecordSelected(Message):
@@ -145,33 +132,48 @@ class AssemblyScreen(Screen[None]):
                     yield Static("", id="prompt-status", markup=False)
                     yield Log(id="prompt-log", auto_scroll=False, highlight=False)
             yield RecordPanel(id="record-panel")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
-        self.open_assembly()
+        self._load()
 
     def show_assembly(self, assembly_id: str) -> None:
         """Show another assembly in this (already composed) screen: the app reuses one
-        assembly screen, so opening a request costs its data, not a new screen."""
+        assembly screen, so opening a request costs its data, not a new screen. Call it
+        before the screen is shown again: an assembly loaded ahead is in its widgets by the
+        time the screen is first painted."""
         self.workers.cancel_all()
         self._reset(assembly_id)
         self.remove_class("-failed")
-        self.query_one("#assembly-header", Static).update(
-            f"assembly {one_line(assembly_id, 120)} · loading…")
         self.query_one("#prompt-log", Log).clear()
         self.query_one("#prompt-status", Static).update("")
         self.query_one("#omitted-tree", Tree).clear()
+        self.query_one("#tabs", TabbedContent).active = "tab-context"
+        if self._load():
+            return
+        self.query_one("#assembly-header", Static).update(
+            f"assembly {one_line(assembly_id, 120)} · loading…")
         for pane in ("#tab-context", "#tab-trace"):  # the last assembly's tables go at once
             self.query_one(pane, TabPane).remove_children()
         self.query_one(RecordPanel).show_message("Loading records…")
-        self.query_one("#tabs", TabbedContent).active = "tab-context"
+
+    def _load(self) -> bool:
+        """Show the assembly's content: at once if the request list loaded it ahead (True),
+        else from a worker (False)."""
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        content = self.app.contents.peek((self.assembly_id, reveal))  # type: ignore[attr-defined]
+        if content is not None:
+            # handled before the screen's next layout, so it is shown filled in
+            self.post_message(RecordsLoaded(self.assembly_id, content))
+            return True
         self.open_assembly()
+        return False
 
     def _reveal_changed(self, _reveal: bool) -> None:
         self._prompt_requested = False
         self.query_one("#prompt-log", Log).clear()
-        self.open_assembly()
+        self._load()
         if self._current_tab() == "prompt":
             self._request_prompt()
 
@@ -179,30 +181,33 @@ class AssemblyScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="assembly")
     def open_assembly(self) -> None:
+        """Load the assembly and show its records, then explain the first record (the
+        records do not wait for the panel). The whole is kept, so opening it again shows it
+        at once."""
+        assembly_id = self.assembly_id
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            view = answers.assembly(self.assembly_id, reveal=reveal)
+            content = assembly_content(answers, assembly_id, reveal, explain_first=False)
         except ContextlensError as err:
             self.post_message(AssemblyFailed(str(err)))
             return
-        self.post_message(AssemblyOpened(view.request))
         if get_current_worker().is_cancelled:
             return
-        self.post_message(RecordsLoaded(*records_display(view)))
+        self.post_message(RecordsLoaded(assembly_id, content))
+        if content.first is None:
+            return
+        detail = explain(answers, assembly_id, *content.first, reveal)
+        self.app.contents.get(  # type: ignore[attr-defined]
+            (assembly_id, reveal), lambda: replace(content, first_detail=detail))
+        if not get_current_worker().is_cancelled:
+            self.post_message(RecordExplained(detail))
 
     @work(thread=True, exclusive=True, group="record")
     def explain_record(self, kind: str, record_id: str) -> None:
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
-        try:
-            why = answers.why(self.assembly_id, record_id, record_kind=kind, reveal=reveal)
-        except ContextlensError as err:
-            detail = RecordDetail(kind=kind, record_id=record_id, exists=False, decision=None,
-                                  why=f"Could not load {kind} {record_id}: {err}", content="",
-                                  privacy_class=None)
-        else:
-            detail = record_detail(why)
+        detail = explain(answers, self.assembly_id, kind, record_id, reveal)
         if not get_current_worker().is_cancelled:
             self.post_message(RecordExplained(detail))
 
@@ -230,10 +235,6 @@ class AssemblyScreen(Screen[None]):
             self.post_message(PromptRendered(lines, len(prompt.parts), prompt.masked))
 
     # ------------------------------------------------------------------ message handlers
-
-    def on_assembly_opened(self, message: AssemblyOpened) -> None:
-        self.assembly = message.assembly
-        self._render_header()
 
     def _render_header(self) -> None:
         a = self.assembly
@@ -269,26 +270,33 @@ class AssemblyScreen(Screen[None]):
         self.query_one(RecordPanel).show_message(message.error)
 
     async def on_records_loaded(self, message: RecordsLoaded) -> None:
-        self.membership = message.membership
-        self._tokens = message.tokens
+        if message.assembly_id != self.assembly_id:
+            return  # another assembly was opened meanwhile
+        content = message.content
+        self.assembly = content.request
+        self.membership = content.membership
+        self._tokens = content.tokens
         self._render_header()
-        self._included = message.included
-        self._trace = message.trace
+        self._included = content.included
+        self._trace = content.trace
         context_pane = self.query_one("#tab-context", TabPane)
         await context_pane.remove_children()
-        await context_pane.mount(arrow_table(message.included, id="context-table", max_column_content_width=70))
+        table = arrow_table(content.included, id="context-table", max_column_content_width=70)
+        await context_pane.mount(table)
         # the Trace table and the Omitted tree are built when their tab is first shown:
         # opening an assembly pays only for what is on screen
-        self._omitted_rows = message.omitted
+        self._omitted_rows = content.omitted
         self._built = set()
         await self._build_tab(self._current_tab())
-        first = self._first_record()
-        if first is not None and self._selected is None:
-            self._select(*first)
-        elif self._selected is not None:
+        if self._selected is not None:  # the reveal changed: explain the record again
             self._select(*self._selected)
+        elif content.first is not None:
+            self._selected = content.first
+            if content.first_detail is not None:
+                self.query_one(RecordPanel).show(content.first_detail, self.membership)
+            # else the worker that loaded the records explains it next
         if self._current_tab() == "context":
-            self.query_one("#context-table", DataTable).focus()
+            table.focus()
 
     async def _build_tab(self, tab: str) -> None:
         """Fill the Trace table or the Omitted tree the first time its tab is shown."""
@@ -302,13 +310,6 @@ class AssemblyScreen(Screen[None]):
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)
             self._fill_omitted(self._omitted_rows)
-
-    def _first_record(self) -> tuple[str, str] | None:
-        if self._included is not None and self._included.num_rows:
-            return self._included["kind"][0].as_py(), self._included["id"][0].as_py()
-        if self.membership:
-            return next(iter(self.membership))
-        return None
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#omitted-tree", OmittedTree).show_groups(rows)
@@ -329,7 +330,9 @@ class AssemblyScreen(Screen[None]):
         self.query_one(RecordPanel).show(detail, self.membership)
 
     def on_record_selected(self, message: RecordSelected) -> None:
-        self._select(message.kind, message.record_id)
+        if (message.kind, message.record_id) != self._selected:
+            # a cursor landing on the record already in the panel explains nothing again
+            self._select(message.kind, message.record_id)
 
     def _select(self, kind: str, record_id: str) -> None:
         self._selected = (kind, record_id)
