@@ -17,7 +17,7 @@ from typing import Mapping
 
 import pyarrow as pa
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -31,7 +31,7 @@ from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
 from readmodel import TokenAccounting
 
-from ..widgets.arrow_table import arrow_table
+from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
 from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
 from ..widgets.omitted_tree import OmittedTree
@@ -137,6 +137,19 @@ class AssemblyScreen(Screen[None]):
     def on_mount(self) -> None:
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self._load()
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Textual restyles every widget of a screen each time it is shown again, for a
+        stylesheet or theme changed while it was hidden; this screen is shown again for
+        every request opened, so the restyle happens only when the app's CSS did change
+        since the last one (a widget changed meanwhile restyles itself)."""
+        styled = self.app._css_update_count  # noqa: SLF001 - bumped by every CSS/theme change
+        if getattr(self, "_styled_at", None) == styled:
+            unstyled = events.ScreenResume()
+            unstyled.refresh_styles = False
+            super()._on_screen_resume(unstyled)
+            event.prevent_default()  # Screen's own handler would restyle every widget
+        self._styled_at = styled
 
     def show_assembly(self, assembly_id: str) -> None:
         """Show another assembly in this (already composed) screen: the app reuses one
@@ -279,10 +292,15 @@ class AssemblyScreen(Screen[None]):
         self._render_header()
         self._included = content.included
         self._trace = content.trace
-        context_pane = self.query_one("#tab-context", TabPane)
-        await context_pane.remove_children()
-        table = arrow_table(content.included, id="context-table", max_column_content_width=70)
-        await context_pane.mount(table)
+        tables = list(self.query("#context-table").results(DataTable))
+        if tables:  # the last assembly's table, kept while this one was loaded ahead
+            table = tables[0]
+            refill(table, content.included)
+        else:
+            context_pane = self.query_one("#tab-context", TabPane)
+            await context_pane.remove_children()
+            table = arrow_table(content.included, id="context-table", max_column_content_width=70)
+            await context_pane.mount(table)
         # the Trace table and the Omitted tree are built when their tab is first shown:
         # opening an assembly pays only for what is on screen
         self._omitted_rows = content.omitted
@@ -297,6 +315,9 @@ class AssemblyScreen(Screen[None]):
             # else the worker that loaded the records explains it next
         if self._current_tab() == "context":
             table.focus()
+        # the header and panel may change height: lay the screen out before its next frame,
+        # so the first frame that shows these records is complete
+        self.refresh(layout=True)
 
     async def _build_tab(self, tab: str) -> None:
         """Fill the Trace table or the Omitted tree the first time its tab is shown."""
