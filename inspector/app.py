@@ -8,6 +8,7 @@ back as a message. Nothing here touches DuckDB directly.
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,10 @@ class ContextLensApp(App[None]):
         return RequestsScreen()
 
     def on_mount(self) -> None:
+        # What is alive now (the imported libraries, the app's widgets) lives as long as the
+        # app: moved out of the collector's sight, a full collection no longer walks it, and
+        # one used to land in most screen switches (the largest cost of opening an assembly)
+        gc.freeze()
         if self.initial_assembly:
             self.open_assembly(self.initial_assembly)
 
@@ -156,8 +161,8 @@ class ContextLensApp(App[None]):
         while it is off the stack (composing a screen costs more than its data)."""
         screen = self._assembly_screen
         if screen is not None and screen not in self.screen_stack:
-            screen.show_assembly(assembly_id)
-            self.push_screen(screen)
+            # shown once the records are in it: its first frame shows them
+            screen.show_assembly(assembly_id, show=lambda: self.push_screen(screen))
         elif screen is None:
             # installed, so popping it keeps it composed for the next request
             screen = self._assembly_screen = AssemblyScreen(assembly_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from typing import Mapping
 
@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Header, Log, Static, TabbedContent, TabPane, Tree
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
@@ -39,6 +40,9 @@ from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
+# seconds an opened request waits for its records before its screen shows "loading…" (the
+# request list stays on screen meanwhile)
+SHOW_WAIT = 0.1
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
 
 
@@ -100,6 +104,8 @@ class AssemblyScreen(Screen[None]):
     def __init__(self, assembly_id: str) -> None:
         super().__init__()
         self._reset(assembly_id)
+        self._show: Callable[[], Any] | None = None  # shows this screen (show_assembly)
+        self._show_timer: Timer | None = None
 
     def _reset(self, assembly_id: str) -> None:
         """Forget the shown assembly; ``assembly_id`` is the next one."""
@@ -151,13 +157,17 @@ class AssemblyScreen(Screen[None]):
             event.prevent_default()  # Screen's own handler would restyle every widget
         self._styled_at = styled
 
-    def show_assembly(self, assembly_id: str) -> None:
+    def show_assembly(self, assembly_id: str, show: Callable[[], Any] | None = None) -> None:
         """Show another assembly in this (already composed) screen: the app reuses one
         assembly screen, so opening a request costs its data, not a new screen. Call it
-        before the screen is shown again: an assembly loaded ahead is in its widgets by the
-        time the screen is first painted."""
+        while the screen is hidden; ``show`` (which shows the screen) is called once the
+        records are in its widgets, or after ``SHOW_WAIT`` seconds with the screen saying
+        it is loading: the first frame of the screen is then its records, not a loading
+        screen followed by a second frame."""
         self.workers.cancel_all()
         self._reset(assembly_id)
+        self._stop_show_timer()
+        self._show = show
         self.remove_class("-failed")
         self.query_one("#prompt-log", Log).clear()
         self.query_one("#prompt-status", Static).update("")
@@ -167,9 +177,26 @@ class AssemblyScreen(Screen[None]):
             return
         self.query_one("#assembly-header", Static).update(
             f"assembly {one_line(assembly_id, 120)} · loading…")
-        for pane in ("#tab-context", "#tab-trace"):  # the last assembly's tables go at once
-            self.query_one(pane, TabPane).remove_children()
+        # the last assembly's records go at once; the Context table is kept, emptied, to be
+        # refilled in place
+        for table in self.query("#context-table").results(DataTable):
+            refill(table, table.backend.source_data.slice(0, 0))
+        self.query_one("#tab-trace", TabPane).remove_children()
         self.query_one(RecordPanel).show_message("Loading records…")
+        if show is not None:
+            self._show_timer = self.set_timer(SHOW_WAIT, self._show_now)
+
+    def _show_now(self) -> None:
+        """Show the screen if ``show_assembly`` was asked to (once)."""
+        self._stop_show_timer()
+        show, self._show = self._show, None
+        if show is not None:
+            show()
+
+    def _stop_show_timer(self) -> None:
+        timer, self._show_timer = self._show_timer, None
+        if timer is not None:
+            timer.stop()
 
     def _load(self) -> bool:
         """Show the assembly's content: at once if the request list loaded it ahead (True),
@@ -194,9 +221,8 @@ class AssemblyScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="assembly")
     def open_assembly(self) -> None:
-        """Load the assembly and show its records, then explain the first record (the
-        records do not wait for the panel). The whole is kept, so opening it again shows it
-        at once."""
+        """Load the assembly's records (the first record's panel follows once they are on
+        screen: the records do not wait for it)."""
         assembly_id = self.assembly_id
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
@@ -205,22 +231,25 @@ class AssemblyScreen(Screen[None]):
         except ContextlensError as err:
             self.post_message(AssemblyFailed(str(err)))
             return
-        if get_current_worker().is_cancelled:
-            return
-        self.post_message(RecordsLoaded(assembly_id, content))
-        if content.first is None:
-            return
-        detail = explain(answers, assembly_id, *content.first, reveal)
-        self.app.contents.get(  # type: ignore[attr-defined]
-            (assembly_id, reveal), lambda: replace(content, first_detail=detail))
         if not get_current_worker().is_cancelled:
-            self.post_message(RecordExplained(detail))
+            self.post_message(RecordsLoaded(assembly_id, content))
+
+    def _explain_first(self, content: AssemblyContent) -> None:
+        if content.first is not None and self._selected == content.first:
+            self.explain_record(*content.first, opened=content)
 
     @work(thread=True, exclusive=True, group="record")
-    def explain_record(self, kind: str, record_id: str) -> None:
+    def explain_record(self, kind: str, record_id: str,
+                       opened: AssemblyContent | None = None) -> None:
+        """Explain a record for the panel; for the first record of ``opened`` (records
+        just loaded), the whole is kept too, so opening it again shows it at once."""
+        assembly_id = self.assembly_id
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
-        detail = explain(answers, self.assembly_id, kind, record_id, reveal)
+        detail = explain(answers, assembly_id, kind, record_id, reveal)
+        if opened is not None:
+            self.app.contents.get(  # type: ignore[attr-defined]
+                (assembly_id, reveal), lambda: replace(opened, first_detail=detail))
         if not get_current_worker().is_cancelled:
             self.post_message(RecordExplained(detail))
 
@@ -281,6 +310,7 @@ class AssemblyScreen(Screen[None]):
         self.add_class("-failed")
         self.query_one("#assembly-header", Static).update(Text(safe_text(message.error), style="bold red"))
         self.query_one(RecordPanel).show_message(message.error)
+        self._show_now()
 
     async def on_records_loaded(self, message: RecordsLoaded) -> None:
         if message.assembly_id != self.assembly_id:
@@ -312,12 +342,14 @@ class AssemblyScreen(Screen[None]):
             self._selected = content.first
             if content.first_detail is not None:
                 self.query_one(RecordPanel).show(content.first_detail, self.membership)
-            # else the worker that loaded the records explains it next
+            else:  # once the records are on screen
+                self.call_after_refresh(self._explain_first, content)
         if self._current_tab() == "context":
             table.focus()
         # the header and panel may change height: lay the screen out before its next frame,
         # so the first frame that shows these records is complete
         self.refresh(layout=True)
+        self._show_now()
 
     async def _build_tab(self, tab: str) -> None:
         """Fill the Trace table or the Omitted tree the first time its tab is shown."""
