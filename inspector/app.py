@@ -154,6 +154,7 @@ class ContextLensApp(App[None]):
             self.open_assembly(self.initial_assembly)
 
     def on_unmount(self) -> None:
+        gc.unfreeze()  # what the app held can be collected again once it is gone
         self._close_stores()
 
     def open_assembly(self, assembly_id: str) -> None:

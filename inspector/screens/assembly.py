@@ -323,7 +323,7 @@ class AssemblyScreen(Screen[None]):
         self._included = content.included
         self._trace = content.trace
         tables = list(self.query("#context-table").results(DataTable))
-        if tables:  # the last assembly's table, kept while this one was loaded ahead
+        if tables:  # kept from the last assembly: refilled in place
             table = tables[0]
             refill(table, content.included)
         else:
