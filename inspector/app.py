@@ -8,6 +8,7 @@ back as a message. Nothing here touches DuckDB directly.
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,8 @@ class ContextLensApp(App[None]):
 
         self.replays = AnswerCache()
         self.views = AnswerCache(size=8)  # assembly views: the highlighted request, prefetched
+        # what the assembly screen shows of them (AssemblyContent), ready to fill its widgets
+        self.contents = AnswerCache(size=8)
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
         self.sub_title = one_line(self.db_path.name, 80)
@@ -149,10 +152,15 @@ class ContextLensApp(App[None]):
         return RequestsScreen()
 
     def on_mount(self) -> None:
+        # What is alive now (the imported libraries, the app's widgets) lives as long as the
+        # app: moved out of the collector's sight, a full collection no longer walks it, and
+        # one used to land in most screen switches (the largest cost of opening an assembly)
+        gc.freeze()
         if self.initial_assembly:
             self.open_assembly(self.initial_assembly)
 
     def on_unmount(self) -> None:
+        gc.unfreeze()  # what the app held can be collected again once it is gone
         self._close_stores()
 
     def open_assembly(self, assembly_id: str) -> None:
@@ -160,8 +168,8 @@ class ContextLensApp(App[None]):
         while it is off the stack (composing a screen costs more than its data)."""
         screen = self._assembly_screen
         if screen is not None and screen not in self.screen_stack:
-            screen.show_assembly(assembly_id)
-            self.push_screen(screen)
+            # shown once the records are in it: its first frame shows them
+            screen.show_assembly(assembly_id, show=lambda: self.push_screen(screen))
         elif screen is None:
             # installed, so popping it keeps it composed for the next request
             screen = self._assembly_screen = AssemblyScreen(assembly_id)

@@ -76,6 +76,11 @@ class AnswerCache:
         self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
+    def peek(self, key: tuple[Any, ...]) -> Any:
+        """The answer held for ``key``, or None (nothing is computed)."""
+        with self._lock:
+            return self._items.get(key)
+
     def get(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         with self._lock:
             hit = self._items.get(key)

@@ -1,27 +1,30 @@
 """One assembly: context in prompt order, omissions by reason, the decision trace, the
 prompt as the model saw it, and a record panel with the why-sentence and provenance.
 
-Pipeline: ``AssemblyOpened`` (the request row) -> ``RecordsLoaded`` (records and trace) ->
-``RecordSelected`` (a highlighted record) -> ``RecordExplained`` (its panel), and
-``PromptRendered`` when the Prompt tab is first shown.
+Pipeline: ``RecordsLoaded`` (the request row, records, trace and, when it was loaded ahead,
+the first record's panel) -> ``RecordSelected`` (a highlighted record) -> ``RecordExplained``
+(its panel), and ``PromptRendered`` when the Prompt tab is first shown. An assembly the
+request list loaded ahead is filled in before the screen is shown: one layout, one paint.
 """
 
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable
 
 from typing import Mapping
 
 import pyarrow as pa
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Log, Static, TabbedContent, TabPane, Tree
+from textual.timer import Timer
+from textual.widgets import Header, Log, Static, TabbedContent, TabPane, Tree
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
@@ -29,23 +32,21 @@ from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
 from readmodel import TokenAccounting
 
-from ..widgets.arrow_table import arrow_table
-from ..widgets.assembly_view import record_detail, recorded_tokens_line, records_display
+from ..widgets.arrow_table import arrow_table, refill
+from ..widgets.footer import KeysFooter
+from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
+# seconds an opened request waits for its records before its screen shows "loading…" (the
+# request list stays on screen meanwhile)
+SHOW_WAIT = 0.1
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
 
 
 # ---------------------------------------------------------------------- messages
-
-
-class AssemblyOpened(Message):
-    def __init__(self, assembly: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.assembly = assembly
 
 
 class AssemblyFailed(Message):
@@ -55,20 +56,10 @@ class AssemblyFailed(Message):
 
 
 class RecordsLoaded(Message):
-    def __init__(
-        self,
-        included: pa.Table,
-        omitted: list[dict[str, Any]],
-        trace: pa.Table,
-        membership: dict[tuple[str, str], dict[str, Any]],
-        tokens: TokenAccounting,
-    ) -> None:
+    def __init__(self, assembly_id: str, content: AssemblyContent) -> None:
         super().__init__()
-        self.tokens = tokens
-        self.included = included  # display table, prompt order; record_kind/record_id kept
-        self.omitted = omitted  # rows sorted by reason_code, record_kind, record_id
-        self.trace = trace
-        self.membership = membership
+        self.assembly_id = assembly_id
+        self.content = content
 
 
 class RecordSelected(Message):
@@ -113,6 +104,8 @@ class AssemblyScreen(Screen[None]):
     def __init__(self, assembly_id: str) -> None:
         super().__init__()
         self._reset(assembly_id)
+        self._show: Callable[[], Any] | None = None  # shows this screen (show_assembly)
+        self._show_timer: Timer | None = None
 
     def _reset(self, assembly_id: str) -> None:
         """Forget the shown assembly; ``assembly_id`` is the next one."""
@@ -145,33 +138,82 @@ class AssemblyScreen(Screen[None]):
                     yield Static("", id="prompt-status", markup=False)
                     yield Log(id="prompt-log", auto_scroll=False, highlight=False)
             yield RecordPanel(id="record-panel")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
-        self.open_assembly()
+        self._load()
 
-    def show_assembly(self, assembly_id: str) -> None:
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Textual restyles every widget of a screen each time it is shown again, for a
+        stylesheet or theme changed while it was hidden; this screen is shown again for
+        every request opened, so the restyle happens only when the app's CSS did change
+        since the last one (a widget changed meanwhile restyles itself)."""
+        styled = self.app._css_update_count  # noqa: SLF001 - bumped by every CSS/theme change
+        if getattr(self, "_styled_at", None) == styled:
+            unstyled = events.ScreenResume()
+            unstyled.refresh_styles = False
+            super()._on_screen_resume(unstyled)
+            event.prevent_default()  # Screen's own handler would restyle every widget
+        self._styled_at = styled
+
+    def show_assembly(self, assembly_id: str, show: Callable[[], Any] | None = None) -> None:
         """Show another assembly in this (already composed) screen: the app reuses one
-        assembly screen, so opening a request costs its data, not a new screen."""
+        assembly screen, so opening a request costs its data, not a new screen. Call it
+        while the screen is hidden; ``show`` (which shows the screen) is called once the
+        records are in its widgets, or after ``SHOW_WAIT`` seconds with the screen saying
+        it is loading: the first frame of the screen is then its records, not a loading
+        screen followed by a second frame."""
         self.workers.cancel_all()
         self._reset(assembly_id)
+        self._stop_show_timer()
+        self._show = show
         self.remove_class("-failed")
-        self.query_one("#assembly-header", Static).update(
-            f"assembly {one_line(assembly_id, 120)} · loading…")
         self.query_one("#prompt-log", Log).clear()
         self.query_one("#prompt-status", Static).update("")
         self.query_one("#omitted-tree", Tree).clear()
-        for pane in ("#tab-context", "#tab-trace"):  # the last assembly's tables go at once
-            self.query_one(pane, TabPane).remove_children()
-        self.query_one(RecordPanel).show_message("Loading records…")
         self.query_one("#tabs", TabbedContent).active = "tab-context"
+        if self._load():
+            return
+        self.query_one("#assembly-header", Static).update(
+            f"assembly {one_line(assembly_id, 120)} · loading…")
+        # the last assembly's records go at once; the Context table is kept, emptied, to be
+        # refilled in place
+        for table in self.query("#context-table").results(DataTable):
+            refill(table, table.backend.source_data.slice(0, 0))
+        self.query_one("#tab-trace", TabPane).remove_children()
+        self.query_one(RecordPanel).show_message("Loading records…")
+        if show is not None:
+            self._show_timer = self.set_timer(SHOW_WAIT, self._show_now)
+
+    def _show_now(self) -> None:
+        """Show the screen if ``show_assembly`` was asked to (once)."""
+        self._stop_show_timer()
+        show, self._show = self._show, None
+        if show is not None:
+            show()
+
+    def _stop_show_timer(self) -> None:
+        timer, self._show_timer = self._show_timer, None
+        if timer is not None:
+            timer.stop()
+
+    def _load(self) -> bool:
+        """Show the assembly's content: at once if the request list loaded it ahead (True),
+        else from a worker (False)."""
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        content = self.app.contents.peek((self.assembly_id, reveal))  # type: ignore[attr-defined]
+        if content is not None:
+            # handled before the screen's next layout, so it is shown filled in
+            self.post_message(RecordsLoaded(self.assembly_id, content))
+            return True
         self.open_assembly()
+        return False
 
     def _reveal_changed(self, _reveal: bool) -> None:
         self._prompt_requested = False
         self.query_one("#prompt-log", Log).clear()
-        self.open_assembly()
+        self._load()
         if self._current_tab() == "prompt":
             self._request_prompt()
 
@@ -179,30 +221,35 @@ class AssemblyScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="assembly")
     def open_assembly(self) -> None:
+        """Load the assembly's records (the first record's panel follows once they are on
+        screen: the records do not wait for it)."""
+        assembly_id = self.assembly_id
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            view = answers.assembly(self.assembly_id, reveal=reveal)
+            content = assembly_content(answers, assembly_id, reveal, explain_first=False)
         except ContextlensError as err:
             self.post_message(AssemblyFailed(str(err)))
             return
-        self.post_message(AssemblyOpened(view.request))
-        if get_current_worker().is_cancelled:
-            return
-        self.post_message(RecordsLoaded(*records_display(view)))
+        if not get_current_worker().is_cancelled:
+            self.post_message(RecordsLoaded(assembly_id, content))
+
+    def _explain_first(self, content: AssemblyContent) -> None:
+        if content.first is not None and self._selected == content.first:
+            self.explain_record(*content.first, opened=content)
 
     @work(thread=True, exclusive=True, group="record")
-    def explain_record(self, kind: str, record_id: str) -> None:
+    def explain_record(self, kind: str, record_id: str,
+                       opened: AssemblyContent | None = None) -> None:
+        """Explain a record for the panel; for the first record of ``opened`` (records
+        just loaded), the whole is kept too, so opening it again shows it at once."""
+        assembly_id = self.assembly_id
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
-        try:
-            why = answers.why(self.assembly_id, record_id, record_kind=kind, reveal=reveal)
-        except ContextlensError as err:
-            detail = RecordDetail(kind=kind, record_id=record_id, exists=False, decision=None,
-                                  why=f"Could not load {kind} {record_id}: {err}", content="",
-                                  privacy_class=None)
-        else:
-            detail = record_detail(why)
+        detail = explain(answers, assembly_id, kind, record_id, reveal)
+        if opened is not None:
+            self.app.contents.get(  # type: ignore[attr-defined]
+                (assembly_id, reveal), lambda: replace(opened, first_detail=detail))
         if not get_current_worker().is_cancelled:
             self.post_message(RecordExplained(detail))
 
@@ -230,10 +277,6 @@ class AssemblyScreen(Screen[None]):
             self.post_message(PromptRendered(lines, len(prompt.parts), prompt.masked))
 
     # ------------------------------------------------------------------ message handlers
-
-    def on_assembly_opened(self, message: AssemblyOpened) -> None:
-        self.assembly = message.assembly
-        self._render_header()
 
     def _render_header(self) -> None:
         a = self.assembly
@@ -267,28 +310,46 @@ class AssemblyScreen(Screen[None]):
         self.add_class("-failed")
         self.query_one("#assembly-header", Static).update(Text(safe_text(message.error), style="bold red"))
         self.query_one(RecordPanel).show_message(message.error)
+        self._show_now()
 
     async def on_records_loaded(self, message: RecordsLoaded) -> None:
-        self.membership = message.membership
-        self._tokens = message.tokens
+        if message.assembly_id != self.assembly_id:
+            return  # another assembly was opened meanwhile
+        content = message.content
+        self.assembly = content.request
+        self.membership = content.membership
+        self._tokens = content.tokens
         self._render_header()
-        self._included = message.included
-        self._trace = message.trace
-        context_pane = self.query_one("#tab-context", TabPane)
-        await context_pane.remove_children()
-        await context_pane.mount(arrow_table(message.included, id="context-table", max_column_content_width=70))
+        self._included = content.included
+        self._trace = content.trace
+        tables = list(self.query("#context-table").results(DataTable))
+        if tables:  # kept from the last assembly: refilled in place
+            table = tables[0]
+            refill(table, content.included)
+        else:
+            context_pane = self.query_one("#tab-context", TabPane)
+            await context_pane.remove_children()
+            table = arrow_table(content.included, id="context-table", max_column_content_width=70)
+            await context_pane.mount(table)
         # the Trace table and the Omitted tree are built when their tab is first shown:
         # opening an assembly pays only for what is on screen
-        self._omitted_rows = message.omitted
+        self._omitted_rows = content.omitted
         self._built = set()
         await self._build_tab(self._current_tab())
-        first = self._first_record()
-        if first is not None and self._selected is None:
-            self._select(*first)
-        elif self._selected is not None:
+        if self._selected is not None:  # the reveal changed: explain the record again
             self._select(*self._selected)
+        elif content.first is not None:
+            self._selected = content.first
+            if content.first_detail is not None:
+                self.query_one(RecordPanel).show(content.first_detail, self.membership)
+            else:  # once the records are on screen
+                self.call_after_refresh(self._explain_first, content)
         if self._current_tab() == "context":
-            self.query_one("#context-table", DataTable).focus()
+            table.focus()
+        # the header and panel may change height: lay the screen out before its next frame,
+        # so the first frame that shows these records is complete
+        self.refresh(layout=True)
+        self._show_now()
 
     async def _build_tab(self, tab: str) -> None:
         """Fill the Trace table or the Omitted tree the first time its tab is shown."""
@@ -302,13 +363,6 @@ class AssemblyScreen(Screen[None]):
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)
             self._fill_omitted(self._omitted_rows)
-
-    def _first_record(self) -> tuple[str, str] | None:
-        if self._included is not None and self._included.num_rows:
-            return self._included["kind"][0].as_py(), self._included["id"][0].as_py()
-        if self.membership:
-            return next(iter(self.membership))
-        return None
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#omitted-tree", OmittedTree).show_groups(rows)
@@ -329,7 +383,9 @@ class AssemblyScreen(Screen[None]):
         self.query_one(RecordPanel).show(detail, self.membership)
 
     def on_record_selected(self, message: RecordSelected) -> None:
-        self._select(message.kind, message.record_id)
+        if (message.kind, message.record_id) != self._selected:
+            # a cursor landing on the record already in the panel explains nothing again
+            self._select(message.kind, message.record_id)
 
     def _select(self, kind: str, record_id: str) -> None:
         self._selected = (kind, record_id)

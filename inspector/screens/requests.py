@@ -20,7 +20,7 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
@@ -29,6 +29,8 @@ from ingest.errors import ContextlensError
 from ingest.timefmt import table_time_column
 
 from ..widgets.arrow_table import arrow_table, token_bar
+from ..widgets.assembly_view import assembly_content
+from ..widgets.footer import KeysFooter
 from ..widgets.safe import one_line
 
 PAGE_ROWS = 500
@@ -164,7 +166,7 @@ class RequestsScreen(Screen[None]):
             yield Static("", id="filter-error", markup=False)
         yield Vertical(Static("Loading requests…", classes="placeholder"), id="requests-holder")
         yield Static("", id="status", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.reload()
@@ -241,6 +243,7 @@ class RequestsScreen(Screen[None]):
         if self._display.num_rows:
             row = min(cursor.row, self._display.num_rows - 1)
             table.move_cursor(row=row, column=cursor.column, animate=False)
+            self._prefetch_later(row)  # the cursor starts resting here
         else:
             await holder.mount(
                 Static("No request matches this filter.", classes="placeholder", markup=False)
@@ -339,7 +342,7 @@ class RequestsScreen(Screen[None]):
 
     def _prefetch_later(self, row: int) -> None:
         """Once the cursor rests on a request, load its assembly in the background, so
-        Enter opens it with its records already read."""
+        Enter opens it with its records already read and shown at once."""
         if self._prefetch_timer is not None:
             self._prefetch_timer.stop()
         keys = self._row_keys(row)
@@ -348,10 +351,16 @@ class RequestsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="prefetch")
     def prefetch(self, assembly_id: str) -> None:
+        """Load what the assembly screen shows of ``assembly_id`` (its records and the first
+        record's panel), so Enter fills the screen without waiting for the read model."""
         self._prefetch_timer = None
+        app = self.app
+        reveal = bool(app.reveal)  # type: ignore[attr-defined]
         try:
-            self.app.answers().assembly(  # type: ignore[attr-defined]
-                assembly_id, reveal=bool(self.app.reveal))  # type: ignore[attr-defined]
+            app.contents.get(  # type: ignore[attr-defined]
+                (assembly_id, reveal),
+                lambda: assembly_content(app.answers(), assembly_id, reveal),  # type: ignore[attr-defined]
+            )
         except ContextlensError:
             pass  # opening it will say what is wrong
 

@@ -50,6 +50,26 @@ def arrow_table(
     )
 
 
+def refill(table: DataTable, data: pa.Table) -> None:
+    """Show ``data`` (same columns) in ``table`` in place, cursor and scroll at the top.
+
+    textual-fastdatatable has no public way to replace a table's rows; removing the table
+    and mounting a new one moves the focus away and back and restyles, lays out and
+    repaints the screen around it, which costs more than the rows. So the backend is
+    swapped and the table's derived state (column widths, render caches, virtual size)
+    dropped, as its own ``sort`` does for a reordering."""
+    backend = ArrowBackend(safe_table(data))
+    backend.render_markup = False
+    table.backend = backend
+    table._ordered_columns = None  # noqa: SLF001 - column widths come from the backend
+    table._clear_caches()  # noqa: SLF001
+    table._update_count += 1  # noqa: SLF001 - invalidates cached line renders
+    table._update_dimensions([])  # noqa: SLF001 - the virtual size, now rather than on idle
+    table.move_cursor(row=0, column=0, animate=False)
+    table.scroll_to(0, 0, animate=False, immediate=True)
+    table.refresh(layout=True)
+
+
 def token_bar(used: Any, budget: Any) -> pa.Array:
     """``████▉░░░ 62%``: tokens used against the budget, one bar per row (columnar)."""
     if len(used) == 0:

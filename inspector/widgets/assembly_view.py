@@ -4,17 +4,65 @@ token line. Columnar where a table is built; one assembly's records are bounded.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.text import Text
 
-from readmodel import AssemblyView, RecordWhy, TokenAccounting
+from ingest.errors import ContextlensError
+from readmodel import AssemblyView, ReadModel, RecordWhy, TokenAccounting
 
 from .record_panel import RecordDetail
 
-__all__ = ["record_detail", "recorded_tokens_line", "records_display"]
+__all__ = ["AssemblyContent", "assembly_content", "explain", "record_detail",
+           "recorded_tokens_line", "records_display"]
+
+
+@dataclass(frozen=True)
+class AssemblyContent:
+    """Everything the assembly screen shows when it opens: the request row, the tabs'
+    tables, and the record panel for the first record (the one the cursor starts on)."""
+
+    request: Mapping[str, Any]
+    included: pa.Table  # display table, prompt order; kind/id kept
+    omitted: list[dict[str, Any]]  # rows sorted by reason_code, record_kind, record_id
+    trace: pa.Table
+    membership: dict[tuple[str, str], dict[str, Any]]
+    tokens: TokenAccounting
+    first: tuple[str, str] | None  # the record the cursor starts on
+    first_detail: RecordDetail | None  # its panel
+
+
+def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
+                     explain_first: bool = True) -> AssemblyContent:
+    """The read model's answers for an assembly screen, ready to show, with the first
+    record's panel unless ``explain_first`` is False (a ContextlensError from
+    ``ReadModel.assembly`` propagates: the assembly cannot be shown)."""
+    view = answers.assembly(assembly_id, reveal=reveal)
+    included, omitted, trace, membership, tokens = records_display(view)
+    if included.num_rows:
+        first: tuple[str, str] | None = (included["kind"][0].as_py(), included["id"][0].as_py())
+    else:
+        first = next(iter(membership), None)
+    detail = None
+    if explain_first and first is not None:
+        detail = explain(answers, assembly_id, *first, reveal)
+    return AssemblyContent(view.request, included, omitted, trace, membership, tokens,
+                           first, detail)
+
+
+def explain(answers: ReadModel, assembly_id: str, kind: str, record_id: str,
+            reveal: bool) -> RecordDetail:
+    """The record panel's content for one record (a record that cannot be loaded says so)."""
+    try:
+        why = answers.why(assembly_id, record_id, record_kind=kind, reveal=reveal)
+    except ContextlensError as err:
+        return RecordDetail(kind=kind, record_id=record_id, exists=False, decision=None,
+                            why=f"Could not load {kind} {record_id}: {err}", content="",
+                            privacy_class=None)
+    return record_detail(why)
 
 
 def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
