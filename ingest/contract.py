@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from enum import Enum
 import hashlib
 import json
-import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, create_model
+
+from .sql import scratch_connection
 
 SCHEMA_VERSION = "1"
 
@@ -525,7 +525,6 @@ SELECT a AS assembly_id,
 FROM r GROUP BY a ORDER BY a
 """
 _HASHES_SCHEMA = pa.schema([("assembly_id", pa.string()), ("selection_hash", pa.string())])
-_local = threading.local()
 
 
 def selection_hashes(records: pa.Table) -> pa.Table:
@@ -549,7 +548,7 @@ def selection_hashes(records: pa.Table) -> pa.Table:
     if not (pa.types.is_integer(position) or pa.types.is_null(position)):
         # the Python function truncates a float position; SQL would round it
         return _python_hashes(records, None)
-    con = _connection()
+    con = scratch_connection()
     con.register("records", records)
     try:
         out = con.sql(_HASHES_SQL).to_arrow_table()
@@ -564,13 +563,6 @@ def selection_hashes(records: pa.Table) -> pa.Table:
     return pa.concat_tables([kept, fixed]).sort_by("assembly_id")
 
 
-def _connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for this thread (a connection is not shared between threads)."""
-    con = getattr(_local, "con", None)
-    if con is None:
-        con = _local.con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
-    return con
 
 
 def _python_hashes(records: pa.Table, assembly_ids: pa.ChunkedArray | None) -> pa.Table:

@@ -3,13 +3,26 @@ and DuckDB errors shown on one line."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
 
 from .errors import cut
 
-__all__ = ["fetch_one", "one_line_error", "q", "show_value", "sql_str"]
+__all__ = ["fetch_one", "one_line_error", "q", "scratch_connection", "show_value", "sql_str"]
+
+_local = threading.local()
+
+
+def scratch_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for this thread, where Arrow tables are computed on (hashes,
+    comparisons): made once per thread, since a connection is not shared between threads."""
+    con = getattr(_local, "con", None)
+    if con is None:
+        con = _local.con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def fetch_one(cursor: duckdb.DuckDBPyConnection) -> tuple | None:

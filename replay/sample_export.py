@@ -26,6 +26,7 @@ from ingest.writer import ExportWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sample.scale import ScaleResult
+    from .snapshot import Request
 
 SAMPLE_CREATED_AT = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 PRODUCER = "contextlens-sample/1"
@@ -52,6 +53,24 @@ MODEL_CONTEXT: dict[str, int] = {
 
 # the contract's hash rule, importable from here by the sample's callers
 from ingest.contract import selection_hash  # noqa: E402,F401
+
+
+def recorded_request(req: Any, run: dict[str, Any], policy: Any, assembler_version: str) -> "Request":
+    """The Request a generated request was assembled for: its run's facts, and the budgets
+    the recorded runtime used (the policy's, the token budget capped by the model's window)."""
+    from .snapshot import Request
+
+    limit = req.context_limit if req.context_limit is not None else MODEL_CONTEXT[run["model"]]
+    return Request(
+        assembly_id=req.assembly_id, model_run_id=req.model_run_id,
+        conversation_id=run["conversation_id"], branch_id=run["branch_id"],
+        participant_id=run["participant_id"], runtime_kind=run["runtime_kind"],
+        provider=run["provider"], model=run["model"], assembled_at=req.assembled_at,
+        policy_version=req.policy_version, assembler_version=assembler_version,
+        token_budget=min(policy.budget.token_budget, limit),
+        byte_budget=policy.rehydration.byte_budget,
+        exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags),
+        context_limit=limit)
 
 
 def write_sample(out_dir: Path, seed: int = 7, scale: int | None = None,
@@ -158,18 +177,7 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
     for req in sorted(g.requests, key=lambda r: r.assembly_id):
         policy = registry.get(req.policy_version)
         run = runs[req.model_run_id]
-        limit = req.context_limit if req.context_limit is not None else MODEL_CONTEXT[run["model"]]
-        request = Request(
-            assembly_id=req.assembly_id, model_run_id=req.model_run_id,
-            conversation_id=run["conversation_id"], branch_id=run["branch_id"],
-            participant_id=run["participant_id"], runtime_kind=run["runtime_kind"],
-            provider=run["provider"], model=run["model"], assembled_at=req.assembled_at,
-            policy_version=req.policy_version, assembler_version=req.assembler_version,
-            # what the recorded runtime used: the policy's budgets, capped by the window
-            token_budget=min(policy.budget.token_budget, limit),
-            byte_budget=policy.rehydration.byte_budget,
-            exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags),
-            context_limit=limit)
+        request = recorded_request(req, run, policy, req.assembler_version)
         out = builds[req.assembler_version].assemble(snapshot, request, policy)
         inc = [r for r in out.records if r["decision"] == "included"]
         kinds = lambda k: [r for r in inc if r["record_kind"] == k]  # noqa: E731

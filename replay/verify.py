@@ -27,17 +27,16 @@ it is found (``on_verdict``) instead of keeping them all.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.contract import selection_hash, selection_hashes
 from ingest.errors import ContextlensError
+from ingest.sql import scratch_connection
 
 from .assembler import AssemblerPlugin, get_assembler
 from .diff import SafetyDelta
@@ -68,7 +67,6 @@ COMPARED_FIELDS = ("decision", "reason_code", "rendering", "position", "tokens")
 # the policy version transcript adapters record: an observed runtime, no policy to replay
 OBSERVED = "observed"
 _HASH_PROBLEM = "stored selection_hash is not the hash of the recorded rows"
-_local = threading.local()
 
 
 @dataclass(frozen=True)
@@ -276,7 +274,7 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     requests = chunk.requests.select(list(_REQUEST_COLUMNS))
     ids = requests.column("assembly_id").to_pylist()
     recorded = store.recorded_records(ids, chunk.export_id)
-    con = _connection()
+    con = scratch_connection()
     tables = {"requests": requests, "recorded": recorded, "replayed": replay.records,
               "replayed_assemblies": replay.assemblies.select(["assembly_id", "selection_hash"]),
               "hashes": selection_hashes(recorded)}
@@ -357,10 +355,3 @@ def _difference(row: dict[str, Any]) -> RecordDifference:
     return RecordDifference(row["record_kind"], row["record_id"], fields)
 
 
-def _connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for this thread, where recording and replay are compared."""
-    con = getattr(_local, "con", None)
-    if con is None:
-        con = _local.con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
-    return con

@@ -211,8 +211,8 @@ def assemble_template(g: Graph) -> list[dict[str, Any]]:
     records in (kind, id) order (``records``) and its decisions (``decisions``)."""
     from ..assembler import ReferenceAssembler
     from ..policy import PolicyRegistry
-    from ..sample_export import ASSEMBLER_VERSION, MODEL_CONTEXT
-    from ..snapshot import Request, Snapshot
+    from ..sample_export import ASSEMBLER_VERSION, recorded_request
+    from ..snapshot import Snapshot
     from .policies import POLICY_TOML
 
     registry = PolicyRegistry.from_texts(POLICY_TOML)
@@ -223,17 +223,7 @@ def assemble_template(g: Graph) -> list[dict[str, Any]]:
     for req in sorted(g.requests, key=lambda r: r.assembly_id):
         policy = registry.get(req.policy_version)
         run = runs[req.model_run_id]
-        limit = req.context_limit if req.context_limit is not None else MODEL_CONTEXT[run["model"]]
-        request = Request(
-            assembly_id=req.assembly_id, model_run_id=req.model_run_id,
-            conversation_id=run["conversation_id"], branch_id=run["branch_id"],
-            participant_id=run["participant_id"], runtime_kind=run["runtime_kind"],
-            provider=run["provider"], model=run["model"], assembled_at=req.assembled_at,
-            policy_version=req.policy_version, assembler_version=ASSEMBLER_VERSION,
-            token_budget=min(policy.budget.token_budget, limit),
-            byte_budget=policy.rehydration.byte_budget,
-            exact_evidence_ids=list(req.exact_evidence_ids), tags=list(req.tags),
-            context_limit=limit)
+        request = recorded_request(req, run, policy, ASSEMBLER_VERSION)
         result = oracle.assemble(snapshot, request, policy)
         records = sorted(result.records, key=lambda r: (r["record_kind"], r["record_id"]))
         row = {
