@@ -15,7 +15,6 @@ import argparse
 import datetime as dt
 import resource
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,16 +25,10 @@ from ingest.contract import TABLES
 from ingest.store import LIST_COLUMNS, Store, ingest
 from ingest.writer import ExportWriter
 from readmodel import ReadModel
+from timing import timed
 from replay.sample_export import write_sample
 
 
-def timed(fn, repeat: int = 1) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def parquet_glob(export: Path, table: str) -> str:
@@ -113,7 +106,7 @@ def main() -> None:
     rows: list[tuple[str, str, str, str]] = []
     try:
         if not (export / "manifest.json").exists():
-            t_gen, _ = timed(lambda: write_sample(export, seed=1, scale=args.scale))
+            t_gen, _ = timed(lambda: write_sample(export, seed=1, scale=args.scale), repeat=1)
             print(f"generated {args.scale} assemblies in {t_gen:.1f}s")
         import json
 
@@ -124,8 +117,8 @@ def main() -> None:
         base_db, our_db = work / "baseline.duckdb", work / "store.duckdb"
         for p in (base_db, our_db):
             p.unlink(missing_ok=True)
-        t_base, _ = timed(lambda: baseline_ingest(export, base_db))
-        t_ours, _ = timed(lambda: ingest(export, our_db))
+        t_base, _ = timed(lambda: baseline_ingest(export, base_db), repeat=1)
+        t_ours, _ = timed(lambda: ingest(export, our_db), repeat=1)
         rows.append(("ingest (validate + load + summary)", f"{t_ours:.2f} s", f"CTAS read_parquet {t_base:.2f} s", f"{t_ours / t_base:.2f}x"))
 
         big = work / "big-assembly"

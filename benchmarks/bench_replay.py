@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,18 +25,12 @@ import pyarrow.compute as pc
 
 from bench_foundation import big_assembly_export
 from ingest.store import Store, ingest
+from timing import timed
 from replay import service
 from replay.policy import load_registry
 from replay.sample_export import write_sample
 
 
-def timed(fn, repeat: int = 5):
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def arrow_reference(messages: pa.Table, recorded: pa.Table, max_messages: int, budget: int) -> pa.Table:

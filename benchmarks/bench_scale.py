@@ -30,16 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from timing import timed
+
 HERE = Path(__file__).resolve().parent
-
-
-def timed(fn, repeat: int = 5):
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def cpu_timed(fn, repeat: int = 5):
