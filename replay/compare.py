@@ -48,7 +48,7 @@ from .diff import SafetyDelta
 from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunks, replay_chunk
 from .policy import PolicyRegistry
 from .safety import LINT_RULES, SafetyContext, standard_blocked, standard_windows
-from .snapshot import request_from_row
+from .snapshot import request_from_row, snapshots_from_graphs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -432,10 +432,12 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
         for chunk in chunks(walker, parsed):
             if cancelled is not None and cancelled():
                 raise CompareCancelled
-            snapshots = chunk.snapshots(store)
-            side_b = replay_chunk(store, chunk, registry, b, snapshots=snapshots).records
+            # the chunk's graph, read once as Arrow for both replays; Python snapshots only
+            # for the safety function, and only when a request's selection changed
+            graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+            side_b = replay_chunk(store, chunk, registry, b, graphs=graphs).records
             side_a = (_recorded_side(store, chunk) if a == RECORDED
-                      else replay_chunk(store, chunk, registry, a, snapshots=snapshots).records)
+                      else replay_chunk(store, chunk, registry, a, graphs=graphs).records)
             requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
                 "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
             con.register("side_a", side_a)
@@ -452,6 +454,8 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
                                per_request["rerendered"])
             differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
+            snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids)) if differs
+                         else {})
             safety = _safety(result, registry, chunk, snapshots, side_a, side_b, differs)
             rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
             changed = pc.greater(pc.add(selection.cast(pa.int64()),
@@ -477,7 +481,7 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             done += chunk.requests.num_rows
             # the next chunk's snapshots and replays are built before these names are
             # rebound: drop this chunk's now, or two chunks' worth is alive at the peak
-            del snapshots, side_a, side_b, pairs, per_request, safety, rows
+            del graphs, snapshots, side_a, side_b, pairs, per_request, safety, rows
             report(done, total)
         if cancelled is not None and cancelled():
             raise CompareCancelled

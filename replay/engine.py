@@ -34,7 +34,7 @@ import pyarrow as pa
 from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
 from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
 from .policy import Policy, PolicyRegistry
-from .snapshot import Snapshot, load_snapshots, request_from_row
+from .snapshot import Snapshot, load_snapshots, request_from_row, snapshots_from_graphs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -126,21 +126,25 @@ def _chunk(export: str | None, conversations: list[str], batches: list[pa.Record
 def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                  version: str | None = None,
                  assembler: str | AssemblerPlugin = "reference",
-                 snapshots: dict[str, Snapshot] | None = None) -> Replayed:
+                 snapshots: dict[str, Snapshot] | None = None,
+                 graphs: dict[str, pa.Table] | None = None) -> Replayed:
     """Every request of ``chunk`` replayed under ``version`` (None: each request's own
     recorded version; a request whose version is not in ``registry`` is not replayed).
+    ``graphs`` (``Store.conversation_graphs`` of the chunk, read once for several
+    replays) or ``snapshots`` save reading the chunk's graph again.
 
     The built-in reference assembler takes the columnar path (``replay.columnar``: the
     oracle's stages over the whole chunk at once); any other assembler takes the oracle
     path (``replay_chunk_oracle``)."""
     plugin = get_assembler(assembler)
     if not has_columnar_form(plugin):
+        if snapshots is None and graphs is not None:
+            snapshots = snapshots_from_graphs(graphs, list(chunk.conversation_ids))
         return replay_chunk_oracle(store, chunk, registry, version, plugin, snapshots)
     requests, policies = _replayable(chunk.requests, registry, version)
-    if snapshots is not None:
-        graphs = graphs_from_snapshots(snapshots)
-    else:
-        graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    if graphs is None:
+        graphs = (graphs_from_snapshots(snapshots) if snapshots is not None
+                  else store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id))
     out = replay_columnar(graphs, requests, policies)
     table, assemblies = out.records, out.assemblies
     hashes = selection_hashes(table, assemblies.column("assembly_id").to_pylist())

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
 
 __all__ = ["GRAPH_TABLES", "Request", "Snapshot", "load_request", "load_snapshot", "load_snapshots",
-           "request_from_row"]
+           "request_from_row", "snapshots_from_graphs"]
 
 GRAPH_TABLES: tuple[str, ...] = (
     "conversations", "branches", "participants", "messages", "model_runs", "tool_calls",
@@ -144,7 +144,13 @@ def load_snapshot(store: "Store", conversation_id: str, export_id: str | None = 
 def load_snapshots(store: "Store", conversation_ids: list[str], export_id: str) -> dict[str, Snapshot]:
     """``load_snapshot`` of many conversations of one export: one store query per graph
     table for all of them, converted to Python once (verify loads its work in chunks)."""
-    graphs = store.conversation_graphs(conversation_ids, export_id)
+    return snapshots_from_graphs(store.conversation_graphs(conversation_ids, export_id),
+                                 conversation_ids)
+
+
+def snapshots_from_graphs(graphs: dict[str, Any], conversation_ids: list[str]) -> dict[str, Snapshot]:
+    """Snapshots of ``conversation_ids`` from graph tables already read (``Store.
+    conversation_graphs``: Arrow, each row tagged ``graph_conversation_id``)."""
     split: dict[str, dict[str, list[dict[str, Any]]]] = {cid: {} for cid in conversation_ids}
     for name, table in graphs.items():
         keys = table.column("graph_conversation_id").to_pylist()
