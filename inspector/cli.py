@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -446,11 +447,19 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
     progress = None if as_json else progress_printer()
     # each non-faithful assembly is printed as it is found, the counts after them: the first
     # lines come at once and memory does not grow with the store
+    observed: Counter[str] = Counter()  # runtime -> requests counted, not listed one by one
+
+    def print_verdict(item: Any) -> None:
+        if item.runtime_only:
+            observed[item.assembler_version] += 1
+        else:
+            _print_verdict(item)
+
     if as_json:
         out = JsonResults("results")
         found = lambda item: out.add(item.to_json())  # noqa: E731
     else:
-        found = _print_verdict if progress is None else _after_progress(_print_verdict)
+        found = print_verdict if progress is None else _after_progress(print_verdict)
     with _Answers(db, policies_dir) as answers:
         result = answers.verify(
             flt,
@@ -464,6 +473,10 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
         del counts["results"]
         out.close(counts)
     else:
+        for runtime, n in sorted(observed.items()):
+            click.echo(f"NOT REPLAYABLE {n} request{'s' if n != 1 else ''} recorded by a runtime "
+                       f"({vis(runtime)}, policy observed): its own policy is not modelled yet, "
+                       "so they are counted, not replayed")
         click.echo(f"checked {result.checked}: {result.faithful} faithful, {result.drifted} drifted, "
                    f"{result.inconsistent} inconsistent, {result.not_replayable} not replayable")
     if result.failed(strict):

@@ -114,6 +114,13 @@ class AssemblyVerdict:
     def replayable(self) -> bool:
         return self.replay_hash is not None
 
+    @property
+    def runtime_only(self) -> bool:
+        """Recorded by a runtime whose policy is not modelled (policy ``observed``), and
+        nothing else to say: consistent, and nothing unsafe in what it sent."""
+        return (self.verdict == "not_replayable" and self.policy_version == OBSERVED
+                and not self.problems and not self.safety.in_recording)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "assembly_id": self.assembly_id, "verdict": self.verdict,

@@ -67,3 +67,19 @@ def test_unknown_format_names_what_was_tried(capsys, tmp_path: Path) -> None:
     for fmt in ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "export"):
         assert fmt in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_verify_counts_a_runtime_s_requests_in_one_line_and_passes(capsys) -> None:
+    """A transcript's requests have no policy to replay them (policy observed): counted, in
+    one line naming the runtime, not one line each, and not a failure; --json lists them."""
+    requests = len(_usage_totals(CLAUDE))
+    code, out, _ = run(capsys, "verify", "--db", str(CLAUDE))
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines == [
+        f"NOT REPLAYABLE {requests} requests recorded by a runtime (claude-code-adapter/1, "
+        "policy observed): its own policy is not modelled yet, so they are counted, not replayed",
+        f"checked {requests}: 0 faithful, 0 drifted, 0 inconsistent, {requests} not replayable",
+    ]
+    shown = run_json(capsys, "verify", "--db", str(CLAUDE))
+    assert shown["not_replayable"] == requests and len(shown["results"]) == requests
