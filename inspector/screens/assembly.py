@@ -99,6 +99,8 @@ class AssemblyScreen(Screen[None]):
         Binding("c", "conversation", "Conversation"),
         Binding("r", "replay", "Replay…"),
         Binding("escape", "back", "Back"),
+        # the record panel's own key, from anywhere on the screen (the highlighted record)
+        Binding("b", "bisect", "Bisect record", show=False),
     ]
 
     def __init__(self, assembly_id: str) -> None:
@@ -514,6 +516,9 @@ class AssemblyScreen(Screen[None]):
 
     def action_focus_provenance(self) -> None:
         self.query_one(RecordPanel).provenance_list.focus()
+
+    def action_bisect(self) -> None:
+        self.query_one(RecordPanel).action_bisect()
 
     def action_back(self) -> None:
         focused = self.focused

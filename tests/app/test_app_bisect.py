@@ -59,6 +59,25 @@ async def test_b_bisects_the_record_in_the_panel(sample_db: Path) -> None:
 
 
 @run_async
+async def test_b_works_from_the_context_table_too(sample_db: Path) -> None:
+    """No need to focus the panel first: b on the table bisects the highlighted record."""
+    app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AssemblyScreen)
+        ids = screen._included["id"].to_pylist()
+        await pilot.press(*["down"] * ids.index(CALENDAR))
+        await settle(pilot)
+        assert not isinstance(app.focused, type(screen.query_one(RecordPanel).provenance_list))
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(app.screen, BisectScreen)
+        assert app.screen.result is not None and app.screen.result.version == "v5"
+        assert f"Bisect tool_memory {CALENDAR} of {INCIDENT}" in screen_text(app)
+
+
+@run_async
 async def test_a_record_with_nothing_to_bisect_says_so(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
     async with app.run_test(size=(140, 40)) as pilot:
