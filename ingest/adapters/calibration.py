@@ -87,11 +87,13 @@ def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int
     grown = added = pairs = 0
     for chain in chains.values():
         for a, b in zip(chain, chain[1:]):
-            before, after = _sent(by_assembly.get(a["assembly_id"], [])), _sent(by_assembly.get(b["assembly_id"], []))
+            before = _sent(by_assembly.get(a["assembly_id"], []))
+            after = _sent(by_assembly.get(b["assembly_id"], []))
             if not before or not before <= after:
                 continue  # something was dropped or cleared: not pure growth
             recorded = b["assembled_tokens"] - a["assembled_tokens"]
-            estimated = _included(by_assembly.get(b["assembly_id"], [])) - _included(by_assembly.get(a["assembly_id"], []))
+            estimated = (_included(by_assembly.get(b["assembly_id"], []))
+                         - _included(by_assembly.get(a["assembly_id"], [])))
             if recorded > 0 and estimated > 0:
                 grown += recorded
                 added += estimated
@@ -105,7 +107,7 @@ def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int
         if FACTOR_RANGE[0] <= factor <= FACTOR_RANGE[1]:
             cal = Calibration(factor, pairs)
     if cal.fitted:
-        _scale(rows, by_assembly, cal.factor)
+        _scale(rows, cal.factor)
     _split(assemblies, chains, by_assembly, unattributed,
            tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted else TOKENS_UNCALIBRATED)
     return cal
@@ -120,8 +122,7 @@ def _included(records: list[dict[str, Any]]) -> int:
     return sum(int(r["tokens"]) for r in records if r["decision"] == "included")
 
 
-def _scale(rows: dict[str, list[dict[str, Any]]], by_assembly: dict[str, list[dict[str, Any]]],
-           factor: float) -> None:
+def _scale(rows: dict[str, list[dict[str, Any]]], factor: float) -> None:
     def scaled(n: Any) -> int:
         return int(round(int(n or 0) * factor))
 
@@ -132,12 +133,11 @@ def _scale(rows: dict[str, list[dict[str, Any]]], by_assembly: dict[str, list[di
     for r in rows.get("assembly_records", []):
         r["tokens"] = scaled(r["tokens"])
     for a in rows.get("context_assemblies", []):
-        records = by_assembly.get(a["assembly_id"], [])
         if TOKENS_RECORDED not in a["tags"]:
-            # an estimated request: its records and its estimated overhead, all estimates
+            # an estimated request: its records and its estimated overhead are all estimates
+            # (a recorded request's baseline is set with its fixed overhead, in _split)
             a["assembled_tokens"] = scaled(a["assembled_tokens"])
-        a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + max(
-            a["assembled_tokens"] - _included(records), 0)
+            a["baseline_tokens"] = scaled(a["baseline_tokens"])
 
 
 def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[dict[str, Any]]],
