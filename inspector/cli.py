@@ -563,13 +563,16 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
 @click.option("--out", "out_file", metavar="FILE.parquet", type=click.Path(path_type=Path),
               help="Also write one row per request to this Parquet file.")
 @click.option("--force", is_flag=True, help="Replace the --out file if it exists.")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when B has any safety regression against A (a gate before shipping B).")
 @reveal_option
 @json_option
 def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_expr: str | None,
-            out_file: Path | None, force: bool, reveal: bool, as_json: bool) -> None:
+            out_file: Path | None, force: bool, strict: bool, reveal: bool, as_json: bool) -> None:
     """Replay every request (or those matching --filter) under policy A and policy B and
     aggregate what changes, safety regressions first. A is a version or `recorded` (the
-    recorded assemblies). Details: docs/cli.md."""
+    recorded assemblies). Exits 1 with --strict when B regresses safety. Details:
+    docs/cli.md."""
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
@@ -582,10 +585,14 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
     out = result.to_json()
     if as_json:
         emit_json(out)
-        return
-    print_compare(out)
-    if out_file is not None:
-        click.echo(f"\nwrote one row per request ({result.requests}) to {out_file}")
+    else:
+        print_compare(out)
+        if out_file is not None:
+            click.echo(f"\nwrote one row per request ({result.requests}) to {out_file}")
+    if strict and result.regressions:
+        if not as_json:
+            click.echo(f"\n--strict: {result.regressions} safety regressions under {vis(b)}", err=True)
+        sys.exit(1)
 
 
 @cli.group()

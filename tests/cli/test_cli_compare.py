@@ -94,3 +94,14 @@ def test_hostile_ids_are_printed_escaped(capsys, tmp_path: Path) -> None:
     assert "as1[bold red]MARKUP[/]" in out  # a hostile assembly id, shown as text
     for raw in RAW:
         assert raw not in out
+
+
+def test_strict_fails_a_version_that_regresses_safety_and_passes_one_that_does_not(
+        capsys, sample_db: Path) -> None:
+    code, out, err = run(capsys, "compare", "v4", "v5", "--strict", "--db", str(sample_db))
+    assert code == 1 and "--strict: 74 safety regressions under v5" in err
+    assert out.splitlines()[0] == "compare v4 -> v5 over 52 requests"  # the report is printed
+    code, _, _ = run(capsys, "compare", "v4", "v5", "--db", str(sample_db))
+    assert code == 0  # without --strict a regression is reported, not a failure
+    code, _, _ = run(capsys, "compare", "v5", "v6", "--strict", "--db", str(sample_db))
+    assert code == 0  # v6 fixes the incident and regresses nothing
