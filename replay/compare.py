@@ -112,6 +112,16 @@ SELECT assembly_id, record_kind, record_id, ia, ib, a_tok, b_tok, ar, br,
 FROM r
 """
 
+# The rows safety is judged on: a record's findings depend on the request and on the
+# record's own (kind, id, rendering) only (replay/safety.py, record_findings), so a record
+# included on both sides with the same rendering has the same findings on both and is never
+# a regression or a fix. Only the records whose inclusion or rendering changed are judged.
+_SAFETY_ROWS_SQL = """
+SELECT s.* FROM {side} s SEMI JOIN pairs p
+  ON p.assembly_id = s.assembly_id AND p.record_kind = s.record_kind AND p.record_id = s.record_id
+ AND p.change IN ('newly_included', 'newly_omitted', 'rerendered')
+"""
+
 _PER_REQUEST_SQL = """
 SELECT q.assembly_id, q.conversation_id,
   coalesce(sum(c.a_tok) FILTER (WHERE c.ia), 0)::BIGINT AS tokens_a,
@@ -456,7 +466,10 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
             snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids)) if differs
                          else {})
-            safety = _safety(result, registry, chunk, snapshots, side_a, side_b, differs)
+            safety = _safety(result, registry, chunk, snapshots,
+                             con.sql(_SAFETY_ROWS_SQL.format(side="side_a")).to_arrow_table(),
+                             con.sql(_SAFETY_ROWS_SQL.format(side="side_b")).to_arrow_table(),
+                             differs)
             rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
             changed = pc.greater(pc.add(selection.cast(pa.int64()),
                                         per_request["moved"].cast(pa.int64())), 0)
