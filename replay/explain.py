@@ -338,8 +338,8 @@ def _observed(assembly: dict[str, Any], rec: dict[str, Any], name: str) -> str:
         said = f"; {rule}" if rule else ""
         return f"Included {name}: sent in the recorded request{said}. No policy to explain."
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
-    return (f"Omitted {name}: not sent in the recorded request, because {why}. "
-            f"{detail} No policy to explain.").replace("  ", " ")
+    told = f" {detail}" if detail else ""
+    return f"Omitted {name}: not sent in the recorded request, because {why}.{told} No policy to explain."
 
 
 def explain(
