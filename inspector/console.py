@@ -83,31 +83,34 @@ def stream_table(batches: Iterable[list[dict[str, Any]]], columns: list[str],
 def stream_json_array(batches: Iterable[list[dict[str, Any]]]) -> int:
     """A JSON array written element by element as the batches arrive. Returns its length."""
     n = 0
-    click.echo("[", nl=False)
+    # the opening bracket waits for the first batch: an error before any (a missing store,
+    # a bad filter) leaves stdout empty, not a JSON text that never closes
     for rows in batches:
         for row in rows:
-            click.echo(("," if n else "") + "\n  " + dumps(row).replace("\n", "\n  "), nl=False)
+            click.echo(("," if n else "[") + "\n  " + dumps(row).replace("\n", "\n  "), nl=False)
             n += 1
-    click.echo("\n]" if n else "]")
+    click.echo("\n]" if n else "[]")
     return n
 
 
 class JsonResults:
     """A JSON object written as it is computed: the array ``key`` element by element
     (``add``), then the other members (``close``), e.g. counts known only at the end. The
-    output is one valid JSON document and memory holds one element at a time."""
+    output is one valid JSON document and memory holds one element at a time. Nothing is
+    written before the first element (or the close): an error before it leaves stdout
+    empty, not a JSON text that never closes."""
 
     def __init__(self, key: str) -> None:
         self.count = 0
-        click.echo("{\n  " + json.dumps(key) + ": [", nl=False)
+        self.head = "{\n  " + json.dumps(key) + ": ["
 
     def add(self, item: Any) -> None:
-        click.echo(("," if self.count else "") + "\n    " + dumps(item).replace("\n", "\n    "),
-                   nl=False)
+        click.echo((self.head if not self.count else ",") + "\n    "
+                   + dumps(item).replace("\n", "\n    "), nl=False)
         self.count += 1
 
     def close(self, members: Mapping[str, Any]) -> None:
-        click.echo("\n  ]" if self.count else "]", nl=False)
+        click.echo("\n  ]" if self.count else self.head + "]", nl=False)
         for key, value in members.items():
             click.echo(",\n  " + json.dumps(key) + ": " + dumps(value).replace("\n", "\n  "),
                        nl=False)

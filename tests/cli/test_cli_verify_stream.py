@@ -32,3 +32,14 @@ def test_text_prints_each_verdict_then_the_counts(capsys, sample_db: Path) -> No
     heads = [i for i, line in enumerate(lines) if line.startswith("DRIFTED ")]
     assert len(heads) == 3 and lines[-1].startswith("checked ") and heads[-1] < len(lines) - 1
     assert sum(1 for line in lines if line.startswith("checked ")) == 1
+
+
+def test_json_output_is_empty_when_the_command_fails_before_any_result(capsys, tmp_path: Path) -> None:
+    """A streamed JSON document is not begun before there is something to write: a missing
+    store leaves stdout empty (one line on stderr, exit 2), not an unclosed JSON text."""
+    missing = str(tmp_path / "nowhere.duckdb")
+    for argv in (("verify", "--db", missing, "--json"), ("list", "--db", missing, "--json"),
+                 ("lint", "--db", missing, "--json")):
+        code, out, err = run(capsys, *argv)
+        assert (code, out) == (2, ""), argv
+        assert err.count("\n") == 1 and "nowhere.duckdb" in err
