@@ -7,7 +7,7 @@ A tag is ``name`` or ``name:value``. contextlens gives meaning to these:
   (a transcript's usage), not an estimate;
 - ``unattributed_tokens:<n>``: of those recorded tokens, what the included records do not
   explain (system prompt, tool schemas, estimator error), split into
-  ``fixed_overhead_tokens:<n>`` (what the first request of its chain left unexplained: sent
+  ``fixed_overhead_tokens:<n>`` (the fewest tokens any request of its chain left unexplained: sent
   with every request) and ``estimator_residual_tokens:<n>`` (the rest);
 - ``tokens:calibrated:x<factor>/<n>pairs``: the transcript's estimates were scaled by the
   factor fitted on n pairs of consecutive requests (``ingest/adapters/calibration.py``);

@@ -62,7 +62,7 @@ class TokenAccounting:
     ``recorded``); ``included_estimate`` is the sum of the included records' tokens;
     ``unattributed`` is what the records do not explain (system prompt, tool schemas,
     estimator error), only for recorded counts, split (transcripts) into ``fixed_overhead``
-    (what the first request of its chain left unexplained: system prompt, tool schemas)
+    (the fewest tokens any request of its chain left unexplained: system prompt, tool schemas)
     and ``estimator_residual`` (the rest); ``calibration`` says how the estimates were made
     (``ingest/adapters/calibration.py``); ``by_kind`` and ``omitted_tokens`` give the
     shape of the prompt."""
@@ -88,8 +88,8 @@ class TokenAccounting:
             return (f"{told}; unattributed {self.unattributed:,} "
                     "(system prompt, tool schemas, estimator error)")
         return (f"{told}; unattributed {self.unattributed:,}: fixed overhead "
-                f"{self.fixed_overhead:,} (system prompt, tool schemas: what the first request "
-                f"left unexplained) and estimator residual {self.estimator_residual:,}")
+                f"{self.fixed_overhead:,} (system prompt, tool schemas: sent with every request) "
+                f"and estimator residual {self.estimator_residual:,}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -296,11 +296,16 @@ class PolicyInfo:
     version: str
     extends: str | None
     description: str
-    changes: tuple[Mapping[str, Any], ...]  # key, parent, value
+    # key, parent, value; for a runtime family: key, default (None: as recorded), meaning
+    changes: tuple[Mapping[str, Any], ...]
+    runtime: bool = False  # a runtime policy family (transcripts), not a registry version
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "extends": self.extends,
-                "description": self.description, "changes": [dict(c) for c in self.changes]}
+        out = {"version": self.version, "extends": self.extends,
+               "description": self.description, "changes": [dict(c) for c in self.changes]}
+        if self.runtime:
+            out["runtime"] = True
+        return out
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ scales every estimated count of the transcript (records, baseline, estimated req
 What the records still do not explain is then split, per chain (one agent or subagent of
 one conversation), into
 
-- the **fixed overhead**: the first recorded request's unexplained tokens (system prompt,
-  tool schemas, injected context: sent with every request), and
+- the **fixed overhead**: the fewest unexplained tokens of any request of the chain
+  (system prompt, tool schemas, injected context: sent with every request; usually the
+  first request's, but a session that starts mid-way sent history its file lacks first), and
 - the **estimator residual**: the rest, which a perfect count would make zero.
 
 Both go into each recorded request's tags, with the factor and the number of request pairs
@@ -42,7 +43,7 @@ from ..tags import (
     tag,
 )
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "calibrate", "scaled"]
 
 MIN_PAIRS = 3
 MIN_GROWTH = 500  # estimated tokens added over all pairs
@@ -122,22 +123,25 @@ def _included(records: list[dict[str, Any]]) -> int:
     return sum(int(r["tokens"]) for r in records if r["decision"] == "included")
 
 
-def _scale(rows: dict[str, list[dict[str, Any]]], factor: float) -> None:
-    def scaled(n: Any) -> int:
-        return int(round(int(n or 0) * factor))
+def scaled(n: Any, factor: float) -> int:
+    """One estimated count scaled by the fitted factor (every count of a transcript, and
+    the runtime facts' counts, are scaled this one way)."""
+    return int(round(int(n or 0) * factor))
 
+
+def _scale(rows: dict[str, list[dict[str, Any]]], factor: float) -> None:
     for table, column in _TOKEN_COLUMNS.items():
         for r in rows.get(table, []):
             if r.get(column) is not None:
-                r[column] = scaled(r[column])
+                r[column] = scaled(r[column], factor)
     for r in rows.get("assembly_records", []):
-        r["tokens"] = scaled(r["tokens"])
+        r["tokens"] = scaled(r["tokens"], factor)
     for a in rows.get("context_assemblies", []):
         if TOKENS_RECORDED not in a["tags"]:
             # an estimated request: its records and its estimated overhead are all estimates
             # (a recorded request's baseline is set with its fixed overhead, in _split)
-            a["assembled_tokens"] = scaled(a["assembled_tokens"])
-            a["baseline_tokens"] = scaled(a["baseline_tokens"])
+            a["assembled_tokens"] = scaled(a["assembled_tokens"], factor)
+            a["baseline_tokens"] = scaled(a["baseline_tokens"], factor)
 
 
 def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[dict[str, Any]]],
@@ -149,12 +153,15 @@ def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[
         if TOKENS_RECORDED not in a["tags"]:
             a["tags"] = a["tags"] + [how]
     for chain in chains.values():
-        overhead: int | None = None
+        # the fixed overhead is what every request of the chain leaves unexplained at least:
+        # the first request's, unless the session started mid-way (a resumed or sliced log
+        # whose first request also carried history that is not in the file)
+        lefts = [a["assembled_tokens"] - _included(by_assembly.get(a["assembly_id"], []))
+                 for a in chain]
+        overhead = max(min(lefts, default=0), 0)
         for a in chain:
             records = by_assembly.get(a["assembly_id"], [])
             left = a["assembled_tokens"] - _included(records)
-            if overhead is None:
-                overhead = max(left, 0)
             keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
             a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), tag(FIXED_OVERHEAD_TOKENS, overhead),
                                 tag(ESTIMATOR_RESIDUAL_TOKENS, left - overhead), how]
