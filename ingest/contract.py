@@ -129,6 +129,14 @@ ENUMS: dict[str, tuple[str, ...]] = {
 
 # Claude Code's text for a tool result it cleared in place (microcompaction)
 CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
+# Transcript facts: an extra JSON text column that transcript adapters write on messages,
+# tool_calls, tool_artifacts and model_runs (not part of the contract; absent from other
+# exports). It holds what a runtime policy needs to replay a transcript request from the
+# graph alone (replay/runtimes.py): a record's thread and its prompt order in it, a model
+# run's history bounds and the runtime settings it ran with. docs/transcripts.md lists the keys.
+TRANSCRIPT_FACTS = "transcript_facts"
+TRANSCRIPT_FACT_TABLES: tuple[str, ...] = ("messages", "tool_calls", "tool_artifacts", "model_runs")
+
 # a record rendered ``cleared`` says in its detail what was sent instead: '...; sent as "<text>"'
 SENT_AS = '; sent as "'
 

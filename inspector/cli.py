@@ -302,9 +302,11 @@ def policies(policies_dir: str | None, as_json: bool) -> None:
     """List policy versions, their descriptions and what each changes from its parent."""
     from readmodel import ReadModel
 
-    out = [p.to_json() for p in ReadModel(None, _registry(policies_dir)).policies()]  # type: ignore[arg-type]
+    model = ReadModel(None, _registry(policies_dir))  # type: ignore[arg-type]
+    out = [p.to_json() for p in model.policies()]
+    runtimes = [p.to_json() for p in model.runtime_policies()]
     if as_json:
-        emit_json(out)
+        emit_json(out + runtimes)
         return
     for p in out:
         parent = f" (extends {p['extends']})" if p["extends"] else ""
@@ -312,6 +314,12 @@ def policies(policies_dir: str | None, as_json: bool) -> None:
         for c in p["changes"]:
             was, now = (json.dumps(v, default=json_default) for v in (c["parent"], c["value"]))
             click.echo(f"    {vis(c['key'])}: {vis(was)} -> {vis(now)}")
+    click.echo("\nruntime policies (transcripts; VERSION or VERSION:key=value,...):")
+    for r in runtimes:
+        click.echo(f"{vis(r['version'])}: {vis(r['description'])}")
+        for c in r["changes"]:
+            default = "as recorded" if c["parent"] is None else json.dumps(c["parent"])
+            click.echo(f"    {vis(c['key'])} (default {vis(default)}): {vis(c['value'])}")
 
 
 @cli.command()

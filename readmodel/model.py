@@ -25,6 +25,7 @@ from ingest.errors import ContextlensError, NotFoundError
 from replay import service
 from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
+from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES
 from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
 from .masking import (
@@ -141,6 +142,20 @@ class ReadModel:
                     frozen_row({"key": c.key, "parent": c.parent, "value": c.value})
                     for c in reg.changes(version)
                 ),
+            ))
+        return out
+
+    def runtime_policies(self) -> list[PolicyInfo]:
+        """The runtime policy families transcripts replay under (every registry has them):
+        each with its keys, their defaults and meanings as its ``changes`` (parent = the
+        default, value = the key's type)."""
+        out = []
+        for family, keys in RUNTIMES.items():
+            out.append(PolicyInfo(
+                version=family, extends=None, description=RUNTIME_DESCRIPTIONS[family],
+                changes=tuple(frozen_row({"key": k, "parent": default, "value": meaning})
+                              for k, (_kind, default, meaning) in keys.items()),
+                runtime=True,
             ))
         return out
 

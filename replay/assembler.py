@@ -88,7 +88,7 @@ from ingest.contract import selection_hash  # noqa: F401  (the contract's rule, 
 from ingest.errors import ContextlensError
 from ingest.timefmt import sentence_time
 
-from .policy import Policy
+from .policy import Policy, RuntimePolicy
 from .snapshot import Request, Snapshot
 
 __all__ = [
@@ -855,6 +855,11 @@ class ReferenceAssembler:
     invert_supersession = False
 
     def assemble(self, snapshot: Snapshot, request: Request, policy: Policy) -> Assembly:
+        if isinstance(policy, RuntimePolicy):
+            # a real runtime's rule (transcripts): replay/runtimes.py is its reference
+            from .runtimes import assemble_runtime
+
+            return assemble_runtime(snapshot, request, policy)
         return _assemble(snapshot, request, policy, f"{self.name}/{self.version}",
                          invert_supersession=self.invert_supersession)
 

@@ -33,7 +33,8 @@ import pyarrow as pa
 
 from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
 from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
-from .policy import Policy, PolicyRegistry
+from .policy import Policy, PolicyRegistry, RuntimePolicy
+from .runtimes import assemble_runtime
 from .snapshot import Snapshot, load_snapshots, request_from_row, snapshots_from_graphs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -137,11 +138,13 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
     oracle's stages over the whole chunk at once); any other assembler takes the oracle
     path (``replay_chunk_oracle``)."""
     plugin = get_assembler(assembler)
-    if not has_columnar_form(plugin):
-        if snapshots is None and graphs is not None:
-            snapshots = snapshots_from_graphs(graphs, list(chunk.conversation_ids))
-        return replay_chunk_oracle(store, chunk, registry, version, plugin, snapshots)
     requests, policies = _replayable(chunk.requests, registry, version)
+    if not has_columnar_form(plugin) or any(isinstance(p, RuntimePolicy) for p in policies):
+        # a plugin, or a runtime's rule (transcripts: small, replayed request by request)
+        if snapshots is None:
+            snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids))
+                         if graphs is not None else chunk.snapshots(store))
+        return _oracle(requests, policies, plugin, snapshots)
     if graphs is None:
         graphs = (graphs_from_snapshots(snapshots) if snapshots is not None
                   else store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id))
@@ -206,7 +209,9 @@ def _oracle(requests: pa.Table, policies: list[Policy], plugin: AssemblerPlugin,
     records: dict[str, list[Any]] = {name: [] for name in REPLAY_COLUMNS}
     assemblies: dict[str, list[Any]] = {name: [] for name in ASSEMBLY_COLUMNS}
     for row, policy in zip(requests.to_pylist(), policies):
-        out = plugin.assemble(snaps[row["conversation_id"]], request_from_row(row), policy)
+        snapshot, request = snaps[row["conversation_id"]], request_from_row(row)
+        out = (assemble_runtime(snapshot, request, policy) if isinstance(policy, RuntimePolicy)
+               else plugin.assemble(snapshot, request, policy))
         for rec in sorted(out.records, key=lambda r: (r["record_kind"], r["record_id"])):
             for name in REPLAY_COLUMNS:
                 records[name].append(rec[name])

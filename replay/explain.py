@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .policy import is_runtime_version, runtime_rule
+
 if TYPE_CHECKING:  # pragma: no cover
     from .policy import Policy
     from .snapshot import Request, Snapshot
@@ -113,8 +115,8 @@ def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, 
     """The dotted policy key that decided ``rec``'s outcome, where changing that one key
     flips it (tests/unit/test_counterfactual.py holds this true on the sample); None when no
     single key does, or when the request was observed (no policy)."""
-    if assembly.get("policy_version") == OBSERVED:
-        return None
+    if assembly.get("policy_version") == OBSERVED or is_runtime_version(str(assembly.get("policy_version"))):
+        return None  # a runtime's own rule (its keys are said in the sentence)
     reason = rec.get("reason_code") or ""
     record = record or {}
     if reason == "raw_replaced_by_memory":
@@ -325,21 +327,41 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
     return _sentence(detail)
 
 
+# the runtime key that decides a record's outcome under a runtime policy, by family and reason
+_RUNTIME_KEYS = {("claude-code", "compacted"): "compaction", ("claude-code", "elided"): "microcompaction",
+                 ("swe-agent", "elided"): "last_n_observations.n"}
+
+
 def _observed(assembly: dict[str, Any], rec: dict[str, Any], name: str) -> str:
-    """A recorded runtime's request: the runtime's own rule, never a policy key."""
-    runtime = str(assembly.get("assembler_version") or "").split("-adapter/")[0]
-    rule = RUNTIME_RULES.get(runtime)
+    """A transcript's request: the runtime's own rule, never an invented policy key. Under
+    a runtime policy (``claude-code``, ``swe-agent``...) the sentence names it and the
+    runtime key that decided the record; an ``observed`` request has no policy at all."""
+    version = str(assembly.get("policy_version") or "")
+    family = version.split(":", 1)[0]
+    if is_runtime_version(version):
+        rule = runtime_rule(version)
+        key = _RUNTIME_KEYS.get((family, rec.get("reason_code") or ""))
+        told_policy = f" (runtime policy {version}" + (f"; its key {key}" if key else "") + ")"
+        recorded = "sent" if rec.get("decision") == "included" else "not sent"
+        place = f"{recorded} by the runtime"
+    else:
+        runtime = str(assembly.get("assembler_version") or "").split("-adapter/")[0]
+        rule = RUNTIME_RULES.get(runtime)
+        told_policy = " No policy to explain."
+        place = ("sent" if rec.get("decision") == "included" else "not sent") + " in the recorded request"
     detail = _sentence(rec.get("detail") or "")
     reason = rec.get("reason_code") or ""
     if rec.get("decision") == "included":
         if reason == "elided":
             return (f"Included {name} as {RENDERING_PHRASES['cleared']}: "
-                    f"{INCLUDED_PHRASES['elided']}. {detail}").rstrip()
+                    f"{INCLUDED_PHRASES['elided']}. {detail}{told_policy if is_runtime_version(version) else ''}").rstrip()
         said = f"; {rule}" if rule else ""
-        return f"Included {name}: sent in the recorded request{said}. No policy to explain."
+        end = f"{told_policy}." if is_runtime_version(version) else told_policy
+        return f"Included {name}: {place}{said}{end}"
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
     told = f" {detail}" if detail else ""
-    return f"Omitted {name}: not sent in the recorded request, because {why}.{told} No policy to explain."
+    end = f"{told_policy}." if is_runtime_version(version) else told_policy
+    return f"Omitted {name}: {place}, because {why}.{told}{end}"
 
 
 def explain(
@@ -363,7 +385,7 @@ def explain(
     rid = rec["record_id"]
     name = f"{KIND_NAMES.get(kind, kind)} {rid}"
     policy = assembly.get("policy_version", "?")
-    if policy == OBSERVED:
+    if policy == OBSERVED or is_runtime_version(str(policy)):
         return _observed(assembly, rec, name)
     reason = rec.get("reason_code") or ""
     family = rec.get("policy_family") or ""

@@ -30,6 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ingest.errors import ContextlensError
 
 __all__ = [
+    "DESCRIPTIONS",
+    "RUNTIMES",
+    "RUNTIME_RULES",
+    "RuntimePolicy",
+    "runtime_rule",
+    "is_runtime_version",
+    "parse_runtime",
     "Policy",
     "PolicyChange",
     "PolicyRegistry",
@@ -204,6 +211,105 @@ class PolicyChange:
     key: str  # dotted, e.g. "freshness.volatile"
     parent: Any
     value: Any
+
+
+# --------------------------------------------------------------------------- runtime policies
+# The rules of real agent runtimes (replayed by replay/runtimes.py), as versions of every
+# registry: "<family>" replays each transcript request with the values it ran with,
+# "<family>:<key>=<value>,..." changes keys (a counterfactual).
+
+# family -> key -> (type, default, meaning); a default of None means "as the request ran"
+RUNTIMES: dict[str, dict[str, tuple[type, Any, str]]] = {
+    "claude-code": {
+        "compaction": (bool, True, "the session's recorded compactions drop what came before them"),
+        "microcompaction": (bool, True, "tool results the session cleared in place are sent cleared"),
+        "compact_at": (int, None, "also compact when a request would carry more tokens than this "
+                                  "(its summary is not known: counted as empty)"),
+    },
+    "swe-agent": {
+        "history_processors": (bool, True, "the trajectory's history processors run"),
+        "last_n_observations.n": (int, None, "observations kept in full (the last n)"),
+        "last_n_observations.polling": (int, None, "how often the kept window moves"),
+    },
+    "chat-full-history": {},
+}
+
+DESCRIPTIONS = {
+    "claude-code": "Claude Code: the whole history since the last compaction; cleared results as placeholders",
+    "swe-agent": "SWE-agent: the whole history after the trajectory's history processors",
+    "chat-full-history": "Chat loop: every earlier message, verbatim",
+}
+
+@dataclass(frozen=True)
+class RuntimePolicy:
+    """A runtime family and the keys a version changes (empty: as each request ran)."""
+
+    version: str
+    runtime: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+    description: str = ""
+
+    def setting(self, key: str, recorded: Any = None) -> Any:
+        """The value of ``key``: this version's, else what the request ran with, else the
+        family's default."""
+        for k, v in self.overrides:
+            if k == key:
+                return v
+        if recorded is not None:
+            return recorded
+        return RUNTIMES[self.runtime][key][1]
+
+
+def is_runtime_version(version: str) -> bool:
+    return version.split(":", 1)[0] in RUNTIMES
+
+
+def parse_runtime(version: str) -> RuntimePolicy:
+    """``claude-code`` or ``swe-agent:last_n_observations.n=3,...`` -> RuntimePolicy; a
+    bad key or value is a ContextlensError naming it."""
+    family, _, rest = version.partition(":")
+    if family not in RUNTIMES:
+        raise ContextlensError(f"unknown runtime policy '{family}' (known: {', '.join(RUNTIMES)})")
+    keys = RUNTIMES[family]
+    overrides: list[tuple[str, Any]] = []
+    for part in [p for p in rest.split(",") if p.strip()] if rest else []:
+        key, eq, raw = part.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not eq or key not in keys:
+            known = ", ".join(keys) or "none"
+            raise ContextlensError(f"runtime policy '{version}': unknown key '{key}' "
+                                   f"(keys of {family}: {known})")
+        kind = keys[key][0]
+        if kind is bool:
+            if raw.lower() not in ("true", "false"):
+                raise ContextlensError(f"runtime policy '{version}': {key} must be true or false, not '{raw}'")
+            value: Any = raw.lower() == "true"
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ContextlensError(f"runtime policy '{version}': {key} must be an integer, "
+                                       f"not '{raw}'") from None
+            if value < (1 if key.endswith("polling") else 0):
+                raise ContextlensError(f"runtime policy '{version}': {key} must be at least "
+                                       f"{1 if key.endswith('polling') else 0}, not {value}")
+        overrides.append((key, value))
+    changed = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in overrides)
+    return RuntimePolicy(version, family, tuple(overrides),
+                         DESCRIPTIONS[family] + (f" (changed: {changed})" if changed else ""))
+
+
+# what each runtime does with the history, for "why" sentences
+RUNTIME_RULES = {
+    "claude-code": "Claude Code sends the whole history since the last compaction",
+    "swe-agent": "SWE-agent sends the whole history after its history processors",
+    "chat-full-history": "the chat loop sends every earlier message",
+}
+
+
+def runtime_rule(version: str) -> str | None:
+    """The sentence saying what ``version``'s runtime does with the history, or None."""
+    return RUNTIME_RULES.get(version.split(":", 1)[0])
 
 
 # --------------------------------------------------------------------------- helpers
@@ -410,10 +516,14 @@ class PolicyRegistry:
     def versions(self) -> list[str]:
         return sorted(self._raw, key=_natural)
 
-    def get(self, version: str) -> Policy:
-        """The policy of ``version``; a reference ending in ``.toml`` is a file (see resolve)."""
+    def get(self, version: str) -> Any:
+        """The policy of ``version`` (a ``Policy``, or a ``RuntimePolicy`` for a runtime
+        family such as ``claude-code`` or ``swe-agent:last_n_observations.n=3``); a
+        reference ending in ``.toml`` is a file (see resolve)."""
         if version.endswith(".toml") and version not in self._policies:
             return self.resolve(version)
+        if version not in self._policies and is_runtime_version(version):
+            return parse_runtime(version)
         try:
             return self._policies[version]
         except KeyError:
@@ -468,7 +578,7 @@ class PolicyRegistry:
         ``recorded``: version -> number of requests, or one version per request (e.g. a
         store's ``policy_version`` column)."""
         counts = Counter(recorded) if not isinstance(recorded, Mapping) else Counter(dict(recorded))
-        missing = sorted((v for v in counts if v not in self._policies), key=_natural)
+        missing = sorted((v for v in counts if v not in self), key=_natural)
         if not missing:
             return
         n = sum(counts[v] for v in missing)
@@ -478,17 +588,23 @@ class PolicyRegistry:
         )
 
     def __contains__(self, version: object) -> bool:
-        return version in self._policies
+        return version in self._policies or (isinstance(version, str) and is_runtime_version(version))
 
     def description(self, version: str) -> str:
         return self.get(version).description
 
     def parent(self, version: str) -> str | None:
-        return self.get(version).extends
+        policy = self.get(version)
+        if isinstance(policy, RuntimePolicy):
+            return policy.runtime if policy.overrides else None
+        return policy.extends
 
     def changes(self, version: str) -> list[PolicyChange]:
-        """Dotted keys whose resolved value differs from the parent's; [] for a root."""
+        """Dotted keys whose resolved value differs from the parent's; [] for a root (a
+        runtime version: the keys it changes from what each request ran with)."""
         policy = self.get(version)
+        if isinstance(policy, RuntimePolicy):
+            return [PolicyChange(k, "as recorded", v) for k, v in policy.overrides]
         if policy.extends is None:
             return []
         mine = flatten(self.settings(version))
@@ -501,7 +617,10 @@ class PolicyRegistry:
 
     def settings(self, version: str) -> dict[str, Any]:
         """The resolved families of ``version`` as plain data (defaults filled in)."""
-        data = self.get(version).model_dump(mode="json")
+        policy = self.get(version)
+        if isinstance(policy, RuntimePolicy):
+            return {"runtime": {"family": policy.runtime, **dict(policy.overrides)}}
+        data = policy.model_dump(mode="json")
         for k in ("version", "description", "extends"):
             data.pop(k, None)
         return data

@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ingest.contract import TABLES
+from ingest.contract import TABLES, TRANSCRIPT_FACTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
@@ -119,7 +119,7 @@ def _rows(table: Any, name: str) -> list[dict[str, Any]]:
     much cheaper than ``Table.to_pylist`` on timestamp columns."""
     import pyarrow as pa
 
-    cols = [c for c in TABLES[name].column_names if c in table.column_names]
+    cols = [c for c in (*TABLES[name].column_names, TRANSCRIPT_FACTS) if c in table.column_names]
     if not table.num_rows:
         return []
     kinds = {c.name: c.kind for c in TABLES[name].columns}

@@ -121,6 +121,8 @@ class _Conv:
     last_run_answered: bool = True
     tool_ids: dict[str, str] = field(default_factory=dict)
     last_user: str | None = None
+    every: list[Rec] = field(default_factory=list)  # every record of the conversation, in order
+    rewritten: bool = False  # a request changed an earlier message: not one linear history
 
 
 def adapt_anthropic_messages(
@@ -148,6 +150,8 @@ def adapt_anthropic_messages(
             _request(b, path, where, body, resp, t, convs)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             b.warn(f"{path.name} {where}: request skipped ({type(err).__name__}: {err})")
+    for conv in convs:
+        b.thread(conv.cid, conv.every)
     return b.write(out_dir)
 
 
@@ -175,6 +179,7 @@ def _request(
     for i, (m, k) in enumerate(zip(msgs, keys)):
         if i < len(conv.keys) and conv.keys[i] == k:
             continue
+        conv.rewritten = conv.rewritten or i < len(conv.keys)
         del conv.keys[i:], conv.recs[i:]
         producer = None
         if m.get("role") == "assistant":
@@ -185,6 +190,7 @@ def _request(
                 producer = b.run(cid, pid, "anthropic", model, t, ended_at=t, trigger_message_id=conv.last_user)
         conv.keys.append(k)
         conv.recs.append(_records(b, conv, m, producer, t, f"{where_l} message {i}"))
+        conv.every += conv.recs[-1]
     if conv.last_run is not None and not conv.last_run_answered:
         b.run_row(conv.last_run)["status"] = "succeeded"  # continued, so it had answered
     included = [r for rs in conv.recs[: len(msgs)] for r in rs]
@@ -197,7 +203,11 @@ def _request(
     system_tokens = b.count(blocks_text(body.get("system"))) if body.get("system") else 0
     tool_tokens = b.count(json.dumps(body["tools"])) if body.get("tools") else 0
     recorded = recorded_input(resp.get("usage")) if isinstance(resp, dict) else None
-    tags = [f"system_prompt_tokens_estimate:{system_tokens}", f"tool_schema_tokens_estimate:{tool_tokens}"]
+    tags = [f"system_prompt_tokens_estimate:{system_tokens}", f"tool_schema_tokens_estimate:{tool_tokens}",
+            "input:exact"]
+    # the logged body is the request's exact input; a client that resends the whole
+    # conversation is the chat loop's rule, one that rewrote an earlier message is not
+    b.runtime = "observed" if conv.rewritten else "chat-full-history"
     b.assembly(rid, included, [], recorded, overhead_estimate=system_tokens + tool_tokens, extra_tags=tags)
     conv.req_len = len(msgs)
     del conv.keys[len(msgs):], conv.recs[len(msgs):]
@@ -208,6 +218,7 @@ def _request(
         conv.keys.append(_norm(m))
         produced = (ended or t) if (ended or t) > t else t + dt.timedelta(microseconds=1)
         conv.recs.append(_records(b, conv, m, rid, produced, f"{where_l} response"))
+        conv.every += conv.recs[-1]
 
 
 def _records(

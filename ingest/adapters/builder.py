@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from ..contract import selection_hash
+import pyarrow as pa
+
+from ..contract import TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS, selection_hash
 from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
 from ..writer import ExportWriter
-from .calibration import calibrate
+from .calibration import calibrate, scaled
 from .tokens import DEFAULT_ESTIMATOR, TiktokenEstimator, TokenEstimator
 from .common import (
     DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
@@ -102,6 +104,15 @@ class Builder:
         self._runs: dict[str, dict[str, Any]] = {}
         self.first_time: dt.datetime | None = None
         self.exact_encoding: str | None = None  # set when counts come from the model's tokenizer
+        # The runtime policy (replay/runtimes.py) of the requests being built and the values
+        # it ran with; "observed" means no runtime policy reproduces them. An adapter sets
+        # both before the assemblies of a conversation.
+        self.runtime = "observed"
+        self.runtime_settings: dict[str, Any] = {}
+        # transcript facts (ingest.contract.TRANSCRIPT_FACTS) per record or run id
+        self.facts: dict[str, dict[str, Any]] = {}
+        # per run: (included ids, omitted ids, runtime, settings) of its recorded assembly
+        self._members: dict[str, tuple[list[str], list[str], str, dict[str, Any]]] = {}
 
     def use_exact(self, estimator: TiktokenEstimator | None) -> None:
         """Count with the model's own tokenizer (before anything is counted); None keeps
@@ -136,6 +147,64 @@ class Builder:
         if self.first_time is None or t < self.first_time:
             self.first_time = t
         return t
+
+    # -- transcript facts (what a runtime policy replays from)
+    def thread(self, name: str, records: Iterable[Rec]) -> None:
+        """``records`` are one thread of the transcript (a session, a subagent's own
+        transcript, one conversation) in the order the runtime sends them: each gets its
+        thread and its place in it. A request's history is its thread up to the newest record
+        of its recorded assembly (runs get their bounds in ``write``)."""
+        for i, r in enumerate(records):
+            self.facts.setdefault(r.id, {}).update(thread=name, seq=i)
+
+    def fact(self, record_id: str, **values: Any) -> None:
+        """Add runtime facts to a record (a compaction marker, a cleared result, a SWE-agent
+        history entry): docs/transcripts.md lists them."""
+        self.facts.setdefault(record_id, {}).update(values)
+
+    def _scale_facts(self, factor: float) -> None:
+        """The facts' counts scaled as calibration scaled the rows' counts."""
+        for f in self.facts.values():
+            if "tokens" in f:
+                f["tokens"] = scaled(f["tokens"], factor)
+            for key, count in (("cleared", "tokens"), ("entry", "elided_tokens")):
+                if isinstance(f.get(key), dict) and count in f[key]:
+                    f[key][count] = scaled(f[key][count], factor)
+
+    def _run_facts(self) -> None:
+        """Each run's history bounds from its recorded assembly, and its runtime policy: the
+        thread of its newest record, how far into it, and the thread it inherited records
+        from (the compaction summariser). A run whose records are not all threaded stays
+        ``observed``."""
+        # a message's or result's count as finally written (text can be completed later)
+        for table, key in (("messages", "message_id"), ("tool_artifacts", "artifact_id")):
+            for row in self.rows.get(table, []):
+                if row[key] in self.facts:
+                    self.facts[row[key]]["tokens"] = row["content_tokens"]
+        asm = {r["model_run_id"]: r for r in self.rows.get("context_assemblies", [])}
+        for run_id, (inc, om, runtime, settings) in self._members.items():
+            if runtime == "observed":
+                continue
+            placed = [self.facts.get(i, {}) for i in inc + om]
+            if any("thread" not in f for f in placed):
+                continue
+            last = placed[len(inc) - 1] if inc else (placed[-1] if placed else None)
+            own = last["thread"] if last else None
+            facts: dict[str, Any] = {
+                "runtime": runtime, "settings": settings, "thread": own,
+                "upto": max((f["seq"] for f in placed if f["thread"] == own), default=-1),
+            }
+            other = [f for f in placed[:len(inc)] if f["thread"] != own]
+            if other:
+                facts["inherits"] = other[0]["thread"]
+                facts["inherits_upto"] = max(f["seq"] for f in other if f["thread"] == other[0]["thread"])
+            self.facts[run_id] = facts
+            asm[run_id]["policy_version"] = runtime
+        for f in self.facts.values():
+            cleared = f.get("cleared")
+            if cleared and isinstance(cleared.get("after"), str):
+                # cleared from that record on: its place in the thread
+                cleared["after"] = self.facts.get(cleared["after"], {}).get("seq", -1)
 
     # -- entities
     def conversation(self, title: str, created_at: dt.datetime) -> str:
@@ -207,6 +276,7 @@ class Builder:
     ) -> Rec:
         mid = self.new_id("m")
         tokens = self.count(content)
+        self.facts[mid] = {"tokens": tokens}
         self._seen(created_at)
         self._add(
             "messages",
@@ -289,6 +359,7 @@ class Builder:
                 args_json = json.dumps(str(arguments))
         tool_name = str(tool_name or "unknown")
         tokens = self.count(tool_name + " " + args_json)
+        self.facts[tid] = {"tokens": tokens}
         self._calls[tid] = self._add(
             "tool_calls",
             {
@@ -331,6 +402,7 @@ class Builder:
         self.blobs[sha] = raw
         aid = self.new_id("a")
         tokens = self.count(body)
+        self.facts[aid] = {"tokens": tokens}
         tool = call["tool_name"]
         cid = run["conversation_id"] if run else next(iter(self.branch_of))
         branch = self.branch_of[cid]
@@ -419,6 +491,8 @@ class Builder:
         was sent (a tool result a runtime cleared in place)."""
         run = self._runs[run_id]
         aid = f"{run_id}:asm"
+        self._members[run_id] = ([r.id for r in included], [r.id for r, *_ in omitted],
+                                 self.runtime, dict(self.runtime_settings))
         records = self.rows.setdefault("assembly_records", [])
         decisions = self.rows.setdefault("policy_decisions", [])
         sel: list[tuple[str, str, str, str | None, int | None]] = []
@@ -528,6 +602,15 @@ class Builder:
     def write(self, out_dir: Path) -> AdaptResult:
         cal = calibrate(self.rows, self.unattributed, self.exact_encoding)
         if cal.fitted:
+            self._scale_facts(cal.factor)
+        self._run_facts()
+        keys = {"messages": "message_id", "tool_calls": "tool_call_id",
+                "tool_artifacts": "artifact_id", "model_runs": "model_run_id"}
+        for table in TRANSCRIPT_FACT_TABLES:
+            for row in self.rows.get(table, []):
+                f = self.facts.get(row[keys[table]])
+                row[TRANSCRIPT_FACTS] = json.dumps(f, sort_keys=True) if f else None
+        if cal.fitted:
             self.stats["token_calibration_pairs"] = cal.pairs
             self.stats["token_calibration_x100"] = int(round(cal.factor * 100))
         created = self.first_time or EPOCH
@@ -540,7 +623,9 @@ class Builder:
         ) as w:
             for table, rows in self.rows.items():
                 if rows:
-                    extra = PLACEMENT_COLUMNS if table == "tool_artifacts" else None
+                    extra = dict(PLACEMENT_COLUMNS) if table == "tool_artifacts" else {}
+                    if table in TRANSCRIPT_FACT_TABLES:
+                        extra[TRANSCRIPT_FACTS] = pa.string()
                     w.write(table, rows, extra=extra)
             for body in self.blobs.values():
                 w.add_blob(body)

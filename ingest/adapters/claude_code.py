@@ -398,6 +398,7 @@ class _Stream:
         )
         self.records.append(rec)
         self.boundary_ids.add(rec.id)
+        self.b.fact(rec.id, role="compact_boundary", detail=detail)
         self.last_rec_ts = max(self.last_rec_ts, ts)
         self.boundaries.append((len(self.records), detail))
         self.b.bump("compactions")
@@ -429,9 +430,13 @@ class _Stream:
             f"{recorded if recorded is not None else 'unknown'} recorded, {saved} estimated)"
             + sent_as(CLEARED_PLACEHOLDER)
         )
+        newest = self.records[-1].id if self.records else None
         for rec in cleared:
             self.cleared[rec.id] = Shown("cleared", "elided", detail,
                                          min(placeholder, rec.tokens))
+            # replayed: cleared in the requests whose history reaches the newest record
+            self.b.fact(rec.id, cleared={"after": newest, "tokens": min(placeholder, rec.tokens),
+                                         "detail": detail})
         missing = len([i for i in ids if isinstance(i, str)]) - len(cleared)
         if missing > 0:
             self.b.warn(f"{self.file_name} line {n}: microcompaction lists {missing} tool results "
@@ -471,6 +476,9 @@ class _Stream:
         return [r for r in self.records[cut:end] if r.id not in self.boundary_ids]
 
     def finish(self) -> None:
+        # one thread per transcript (sidechains kept in the main file are their own)
+        self.b.thread(f"{self.file_name}#{self.agent_id}" if self.agent_id else self.file_name,
+                      self.records)
         for req in self.requests.values():
             if len(req.calls) >= 2:
                 group = f"{req.run_id}:parallel"
@@ -498,6 +506,7 @@ def adapt_claude_code(
 ) -> AdaptResult:
     data = path.read_bytes()
     b = Builder(FORMAT, path, data, estimator)
+    b.runtime = "claude-code"
     lines = list(iter_jsonl(path, data, b))
     title = ""
     first_ts: dt.datetime | None = None

@@ -33,7 +33,9 @@ from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
-from .swe_agent import HistoryProcessors, agent_config
+from .swe_agent import (
+    HistoryProcessors, agent_config, elided_text, history_entry, is_swe_agent, step_inputs,
+)
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "openai-chat"
@@ -195,6 +197,17 @@ def _conversation(
     for kind in processors.unmodelled:
         b.warn(f"{path.name} {where}: SWE-agent history processor {kind!r} is not modelled; "
                "its requests are recorded with the history as logged")
+    swe = is_swe_agent(holder)
+    # the runtime policy its requests replay under (replay/runtimes.py)
+    if swe and not processors.unmodelled:
+        b.runtime, b.runtime_settings = "swe-agent", {"history_processors": processors.steps}
+    elif swe:
+        b.runtime, b.runtime_settings = "observed", {}
+    else:
+        b.runtime, b.runtime_settings = "chat-full-history", {}
+    # SWE-agent steps that recorded their exact input, in the order of the model's turns
+    inputs = step_inputs(holder) if swe else []
+    turn = 0
     record_of: dict[int, str] = {}  # message index -> the record it became (its last one)
     for i, m in enumerate(msgs):
         label = f"{path.name} {where} message {i}"
@@ -214,18 +227,53 @@ def _conversation(
             elif blocks_text(m.get("content")).strip():
                 text_since_call = True
         shown: dict[str, Shown] = {}
-        if processors.steps and m["role"] == "assistant":
+        tags: list[str] = []
+        if m["role"] == "assistant" and not m.get("is_demo"):
+            sent = inputs[turn] if turn < len(inputs) else None
+            turn += 1
+            exact = _exact_input(b, msgs[:i], sent, record_of, turn - 1, label) if sent is not None else None
+            if exact is not None:
+                shown, tags = exact, ["input:exact"]
+        if not tags and processors.steps and m["role"] == "assistant":
             for j, (text, why) in processors.elided(msgs[:i]).items():
                 if j in record_of:
                     shown[record_of[j]] = Shown("cleared", "elided", why + sent_as(text), b.count(text))
         before = len(records)
         try:
             last_user = _one(b, cid, m, label, records, calls, by_name, last_user, model, overhead, ts(m),
-                             placement, shown)
+                             placement, shown, tags)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             b.warn(f"{label}: skipped ({type(err).__name__}: {err})")
         if len(records) > before:
             record_of[i] = records[-1].id
+            if swe:
+                # what SWE-agent's history processors read of this entry, for replay
+                entry = history_entry(m)
+                entry["elided_tokens"] = b.count(elided_text(entry["lines"]))
+                b.fact(record_of[i], entry=entry)
+    b.thread(cid, records)
+
+
+def _exact_input(b: Builder, history: list[Any], sent: list[Any], record_of: dict[int, str],
+                 step: int, label: str) -> dict[str, Shown] | None:
+    """How each history entry was sent, read from the step's recorded input (SWE-agent's
+    ``trajectory[k].messages``): entry j of the input is history entry j after the history
+    processors; one whose text differs was sent as that text. None (with a warning) when the
+    input does not line up with the history."""
+    if len(sent) != len(history):
+        b.warn(f"{label}: trajectory step {step} recorded {len(sent)} input messages for a "
+               f"history of {len(history)}; its request is reconstructed instead")
+        return None
+    shown: dict[str, Shown] = {}
+    for j, (h, s) in enumerate(zip(history, sent)):
+        if not isinstance(s, dict) or not isinstance(h, dict):
+            continue
+        text = blocks_text(s.get("content"))
+        if text != blocks_text(h.get("content")) and j in record_of:
+            shown[record_of[j]] = Shown(
+                "cleared", "elided", f"sent as recorded in trajectory step {step}" + sent_as(text),
+                b.count(text))
+    return shown
 
 
 def _one(
@@ -242,6 +290,7 @@ def _one(
     t: dt.datetime,
     placement: Placement | None = None,
     shown: dict[str, Shown] | None = None,
+    tags: list[str] | None = None,
 ) -> str | None:
     user = b.user_of[cid]
     role = m["role"]
@@ -262,7 +311,8 @@ def _one(
         recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
         ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
         recorded = int(recorded) if ok else None
-        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown)
+        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown,
+                   extra_tags=tags or ())
         t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled
         records.append(
             b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,

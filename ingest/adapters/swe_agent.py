@@ -26,7 +26,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HistoryProcessors", "agent_config"]
+__all__ = ["HistoryProcessors", "agent_config", "elided_text", "history_entry", "is_swe_agent",
+           "step_inputs"]
 
 _UNCHANGED = {"default", "cache_control"}
 
@@ -44,6 +45,25 @@ def agent_config(holder: Any) -> dict[str, Any]:
             return {}
     agent = replay.get("agent") if isinstance(replay, dict) else None
     return agent if isinstance(agent, dict) else {}
+
+
+def is_swe_agent(holder: Any) -> bool:
+    """A SWE-agent trajectory: it has its run's configuration or its steps."""
+    return isinstance(holder, dict) and (bool(agent_config(holder))
+                                         or isinstance(holder.get("trajectory"), list))
+
+
+def step_inputs(holder: Any) -> list[list[Any] | None]:
+    """Per trajectory step, the exact messages SWE-agent sent for it (``messages``, or
+    ``query`` in some versions), None where the step did not record them."""
+    steps = holder.get("trajectory") if isinstance(holder, dict) else None
+    out: list[list[Any] | None] = []
+    for step in steps if isinstance(steps, list) else []:
+        sent = None
+        if isinstance(step, dict):
+            sent = next((step[k] for k in ("messages", "query") if isinstance(step.get(k), list)), None)
+        out.append(sent)
+    return out
 
 
 @dataclass
@@ -88,12 +108,35 @@ class HistoryProcessors:
             older = set(observations[1:last])  # the first observation is the instance template
             for i in observations:
                 if (i in older and not tags[i] & keep) or tags[i] & remove:
-                    lines = _lines(history[i].get("content"))
+                    lines = _lines_of(history[i])
                     why = (f"elided by SWE-agent's last_n_observations (n={n}): one of the "
                            f"observations before the last {n}" if i in older
                            else "elided by SWE-agent: tagged to have its output removed")
-                    out[i] = (f"Old environment output: ({lines} lines omitted)", why)
+                    out[i] = (elided_text(lines), why)
         return out
+
+
+def elided_text(lines: int) -> str:
+    """What SWE-agent sends for an elided observation of ``lines`` lines."""
+    return f"Old environment output: ({lines} lines omitted)"
+
+
+def history_entry(m: dict[str, Any]) -> dict[str, Any]:
+    """What ``HistoryProcessors.elided`` reads of one history entry, as plain data (kept in
+    the transcript facts, so a replay can run the processors without the trajectory)."""
+    calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+    return {
+        "message_type": m.get("message_type"),
+        "is_demo": bool(m.get("is_demo")),
+        "tags": [str(t) for t in m.get("tags") or []],
+        "tool_calls": [{"function": {"name": (c.get("function") or {}).get("name")}}
+                       for c in calls if isinstance(c, dict)],
+        "lines": _lines(m.get("content")),
+    }
+
+
+def _lines_of(m: dict[str, Any]) -> int:
+    return int(m["lines"]) if isinstance(m.get("lines"), int) else _lines(m.get("content"))
 
 
 def _lines(content: Any) -> int:

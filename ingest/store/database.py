@@ -153,6 +153,15 @@ class Database:
         with self._lock:
             self._con.close()
 
+    def table_columns(self, table: str) -> list[str]:
+        """Column names of a store table (empty if the table does not exist)."""
+        t = self._arrow(
+            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? "
+            "ORDER BY column_index",
+            [table],
+        )
+        return [str(v) for v in t.column("column_name").to_pylist()]
+
     def __enter__(self) -> Any:
         return self
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..contract import TABLES
+from ..contract import TABLES, TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS
 from ..errors import NotFoundError
 from ..sql import q
 from .database import Database, cols_of
@@ -95,7 +95,8 @@ class GraphQueries(Database):
         checkpoints through their model run; an artifact through its branch, its tool call or
         its owner run. Each table has the contract columns plus ``graph_conversation_id`` (the conversation
         the row belongs to; a row reachable from two conversations appears once for each),
-        ordered by graph_conversation_id, then the table's primary key."""
+        ordered by graph_conversation_id, then the table's primary key. Messages, tool calls,
+        tool artifacts and model runs also have ``transcript_facts`` (null but for transcripts)."""
         ids = list(conversation_ids)
         conv = "SELECT unnest(?::VARCHAR[])"
         runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
@@ -103,6 +104,11 @@ class GraphQueries(Database):
         out: dict[str, pa.Table] = {}
         for name in GRAPH_TABLES:
             cols = cols_of(name, "t")
+            if name in TRANSCRIPT_FACT_TABLES:
+                # a transcript's runtime facts (replay/runtimes.py), NULL for other exports
+                facts = (f"t.{q(TRANSCRIPT_FACTS)}" if TRANSCRIPT_FACTS in self.table_columns(name)
+                         else "NULL::VARCHAR")
+                cols += f", {facts} AS {q(TRANSCRIPT_FACTS)}"
             if name in _OWN_CONVERSATION:
                 sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
                        f"WHERE t.export_id = ? AND t.conversation_id IN ({conv})")

@@ -249,16 +249,6 @@ _SCOPE = (
 class LintQueries(Database):
     """Lint SQL, one query area of ``Store``."""
 
-    # ---- schema
-    def table_columns(self, table: str) -> list[str]:
-        """Column names of a store table (empty if the table does not exist)."""
-        t = self._arrow(
-            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? "
-            "ORDER BY column_index",
-            [table],
-        )
-        return [str(v) for v in t.column("column_name").to_pylist()]
-
     def _run_scope(self, flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
         where, params = _where(flt)
         if where == "TRUE":

@@ -2,7 +2,9 @@
 
 Each version of the registry is listed with its description and what it changes from its
 parent (``PolicyRegistry.changes``); the version the assembly was recorded under is marked
-and highlighted first. "Against" is the A side of the diff: the recorded assembly, or a
+and highlighted first. A transcript request recorded under a runtime policy (``claude-code``,
+``swe-agent``…) gets that family first, with its keys, and a line to type a version with
+changed keys (``swe-agent:last_n_observations.n=3``). "Against" is the A side of the diff: the recorded assembly, or a
 replay under another version. The picker only chooses; the diff screen replays.
 """
 
@@ -19,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList, Select, Static
+from textual.widgets import Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from ingest.errors import ContextlensError
@@ -57,6 +59,17 @@ def policy_prompt(info: PolicyInfo, recorded: str | None) -> Text:
     text.append(f"{safe_text(info.version):<5}", style="bold")
     if info.version == recorded:
         text.append(" ● recorded", style="bold green")
+    if info.runtime:
+        text.append("  runtime policy", style="dim")
+        text.append("\n")
+        text.append(one_line(info.description, 600))
+        for change in info.changes:
+            default = "as recorded" if change["parent"] is None else change_value(change["parent"])
+            text.append("\n  ")
+            text.append(safe_text(change["key"]), style="cyan")
+            text.append(f" (default {one_line(default, 20)}): ", style="dim")
+            text.append(one_line(change_value(change["value"]), 120))
+        return text
     if info.extends:
         text.append(f"  extends {safe_text(info.extends)}", style="dim")
     else:
@@ -139,7 +152,12 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
     @work(thread=True, exclusive=True, group="policies")
     def load_policies(self) -> None:
         try:
-            policies = self.app.answers().policies()  # type: ignore[attr-defined]
+            answers = self.app.answers()  # type: ignore[attr-defined]
+            policies = answers.policies()
+            family = (self.recorded_version or "").split(":", 1)[0]
+            # a transcript request: its runtime's family first (the registry's versions
+            # replay it too, as a governed policy would have built it)
+            policies = [p for p in answers.runtime_policies() if p.version == family] + policies
         except ContextlensError as err:
             self.post_message(PoliciesFailed(str(err)))
             return
@@ -155,6 +173,12 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
                 options.append(None)  # a separator line between versions
             options.append(Option(policy_prompt(policy, self.recorded_version), id=f"policy-{policy.version}"))
         versions.add_options(options)
+        family = next((p.version for p in self.policies if p.runtime), None)
+        if family is not None and not self.query("#typed-version"):
+            self.query_one("#replay-dialog").mount(
+                Input(placeholder=f"or type a version with changed keys: {family}:key=value,…  "
+                                  "(enter replays)", id="typed-version"),
+                before=self.query_one("#against-row"))
         names = [p.version for p in self.policies]
         start = self.recorded_version if self.recorded_version in names else (names or [None])[0]
         if start is not None:
@@ -208,6 +232,14 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         versions = self.query_one("#policy-versions", OptionList)
         option = versions.highlighted_option
         self._choose(option.id if option is not None else None)
+
+    @on(Input.Submitted, "#typed-version")
+    def typed_version(self, event: Input.Submitted) -> None:
+        event.stop()
+        version = event.value.strip()
+        if version:
+            against = self.query_one("#against", Select).value
+            self.dismiss(ReplayChoice(version, against if isinstance(against, str) else RECORDED))
 
     def action_focus_against(self) -> None:
         self.query_one("#against", Select).focus()

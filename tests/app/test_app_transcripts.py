@@ -104,11 +104,39 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         table = app.screen.query_one("#requests-table")
         assert table.row_count == total
         row = [str(v) for v in table.get_row_at(0)]
-        assert "observed" in row and any("tokens:recorded" in v for v in row)
+        assert "claude-code" in row and any("tokens:recorded" in v for v in row)
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
-        assert "policy observed" in screen_text(app) and "claude-code-adapter/1" in screen_text(app)
+        assert "policy claude-code" in screen_text(app) and "claude-code-adapter/1" in screen_text(app)
+
+
+@run_async
+async def test_replay_picker_offers_the_runtime_and_a_typed_counterfactual(cc_db: Path) -> None:
+    """r on a transcript request: its runtime policy comes first with its keys; a version
+    typed with a changed key replays it and opens the diff."""
+    from inspector.screens.diff import DiffScreen
+    from inspector.screens.replay import PolicyPicker
+
+    app = ContextLensApp(db_path=cc_db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")  # the newest request: after the compaction
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, PolicyPicker)
+        text = screen_text(app)
+        assert "claude-code ● recorded  runtime policy" in text and "compact_at (default as recorded)" in text
+        app.screen.query_one("#typed-version").focus()
+        for key in "claude-code:compaction=false":
+            await pilot.press(key if key not in ":=-" else {":": "colon", "=": "equals_sign", "-": "minus"}[key])
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DiffScreen)
+        text = screen_text(app)
+        assert "B = replay claude-code:compaction=false" in text
+        assert "newly_included" in text  # what the compaction dropped is sent again
 
 
 # ---------------------------------------------------------------------- conversation screen

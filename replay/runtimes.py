@@ -1,0 +1,302 @@
+"""Runtime policies: the rules real agent runtimes build each request with, replayable.
+
+A transcript (``ingest/adapters``) records, for every request, the runtime policy it ran
+under as its ``policy_version`` and, in the graph's transcript facts
+(``ingest.contract.TRANSCRIPT_FACTS``), what the rule needs: each record's thread and place
+in it, each request's history bounds and the settings it ran with, compaction markers,
+cleared results, SWE-agent history entries. This module replays a request from those facts
+alone, so replay, diff, verify, compare, bisect and why work on transcripts as on exports.
+
+Families (``RUNTIMES``), each a version of the registry (``PolicyRegistry.get``):
+
+- ``claude-code``: the whole history of the request's thread (the session, or one
+  subagent's transcript) since the last compaction, in wire order; records before a
+  compaction boundary are omitted (``compacted``); a tool result cleared by a
+  microcompaction is sent as its placeholder from then on (``elided``, rendering
+  ``cleared``); the compaction summariser is first sent the parent's history up to the
+  compaction. Keys: ``compaction`` (bool: the session's recorded compactions happen),
+  ``microcompaction`` (bool: its recorded clearings happen).
+- ``swe-agent``: every history entry, after the trajectory's history processors
+  (``ingest.adapters.swe_agent.HistoryProcessors``, the one home of that rule). Keys:
+  ``last_n_observations.n``, ``last_n_observations.polling`` (a trajectory without that
+  processor gets one when ``n`` is set), ``history_processors`` (``false``: none run).
+- ``chat-full-history``: every earlier record of the conversation, verbatim (OpenAI chat
+  loops, tau-bench, mini-swe-agent, Anthropic messages, Gemini CLI). No keys.
+
+A version is ``<family>`` (each request replayed with the values it ran with) or
+``<family>:<key>=<value>[,<key>=<value>...]`` (a counterfactual: those keys changed), e.g.
+``swe-agent:last_n_observations.n=3`` or ``claude-code:microcompaction=false``.
+
+Token counts are the transcript's own (calibrated) counts; what the records do not explain
+(the recorded ``unattributed_tokens``: system prompt, tool schemas) is carried over to the
+replay unchanged, so a counterfactual's token delta is what its records change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest.adapters.swe_agent import HistoryProcessors
+from ingest.contract import TRANSCRIPT_FACTS, selection_hash, sent_as
+from ingest.errors import ContextlensError
+from ingest.tags import FIXED_OVERHEAD_TOKENS, UNATTRIBUTED_TOKENS, int_tag
+
+from .assembler import Assembly
+from .policy import RUNTIME_RULES as RULES, RUNTIMES, RuntimePolicy
+from .snapshot import Request, Snapshot
+
+__all__ = ["assemble_runtime"]
+
+# --------------------------------------------------------------------------- the graph
+
+
+@dataclass
+class _Rec:
+    kind: str
+    id: str
+    seq: int
+    tokens: int
+    facts: dict[str, Any]
+    row: dict[str, Any]
+
+    @property
+    def boundary(self) -> bool:
+        return self.facts.get("role") == "compact_boundary"
+
+
+@dataclass
+class _Threads:
+    """One conversation's transcript facts: its threads in order, its runs' facts."""
+
+    threads: dict[str, list[_Rec]] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict)  # per-thread results of counterfactuals
+
+
+_KINDS = (("messages", "message", "message_id"), ("tool_calls", "tool_call", "tool_call_id"),
+          ("tool_artifacts", "tool_artifact", "artifact_id"))
+
+
+def _facts(row: dict[str, Any]) -> dict[str, Any] | None:
+    raw = row.get(TRANSCRIPT_FACTS)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _threads(snapshot: Snapshot) -> _Threads:
+    cached = snapshot._indexes.get("runtime")
+    if cached is not None:
+        return cached
+    out = _Threads()
+    for table, kind, key in _KINDS:
+        for row in snapshot.tables.get(table, []):
+            f = _facts(row)
+            if f is None or not isinstance(f.get("thread"), str) or not isinstance(f.get("seq"), int):
+                continue
+            out.threads.setdefault(f["thread"], []).append(
+                _Rec(kind, row[key], f["seq"], int(f.get("tokens") or 0), f, row))
+    for recs in out.threads.values():
+        recs.sort(key=lambda r: r.seq)
+    for row in snapshot.tables.get("model_runs", []):
+        f = _facts(row)
+        if f is not None:
+            out.runs[row["model_run_id"]] = f
+    snapshot._indexes["runtime"] = out
+    return out
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@dataclass
+class _Out:
+    included: list[tuple[_Rec, str, str, str, int]] = field(default_factory=list)  # rec, rendering, reason, detail, tokens
+    omitted: list[tuple[_Rec, str, str]] = field(default_factory=list)  # rec, reason, detail
+
+
+def _history(th: _Threads, thread: str | None, upto: int) -> list[_Rec]:
+    return [r for r in th.threads.get(thread or "", []) if r.seq <= upto]
+
+
+def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
+                    recorded: bool) -> list[tuple[int, int, str]]:
+    """Where Claude Code would also have compacted with ``compact_at=limit``: walking the
+    thread's requests in order, a request whose history since the last compaction (plus the
+    chain's fixed overhead) exceeds ``limit`` comes after a compaction of everything the
+    previous request was sent. Each cut: (cut seq: records at or before it are dropped, the
+    seq of the request that triggered it, detail)."""
+    key = ("cuts", thread, limit, overhead, recorded)
+    cached = th.cache.get(key)
+    if cached is not None:
+        return cached
+    recs = [r for r in th.threads.get(thread, []) if not r.boundary]
+    bounds = [r.seq for r in th.threads.get(thread, []) if r.boundary] if recorded else []
+    uptos = sorted({int(f.get("upto", -1)) for f in th.runs.values()
+                    if f.get("thread") == thread and "inherits" not in f})
+    cuts: list[tuple[int, int, str]] = []
+    cut = -1
+    previous = -1
+    for upto in uptos:
+        cut = max([cut, *[b for b in bounds if b <= upto]])
+        size = overhead + sum(r.tokens for r in recs if cut < r.seq <= upto)
+        if size > limit and previous > cut:
+            cut = previous
+            cuts.append((cut, upto, f"dropped by a compaction at {limit:,} tokens (counterfactual: "
+                                    f"the request would have carried {size:,}; its summary is not known)"))
+        previous = upto
+    th.cache[key] = cuts
+    return cuts
+
+
+def _claude_code(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
+                 overhead: int) -> None:
+    compaction = policy.setting("compaction")
+    micro = policy.setting("microcompaction")
+    limit = policy.setting("compact_at")
+    upto = int(run.get("upto", -1))
+    if run.get("inherits"):
+        # the summariser: the parent's history up to the compaction, since its last one
+        inherited = _history(th, run["inherits"], int(run.get("inherits_upto", -1)))
+        cut = max((r.seq for r in inherited if r.boundary), default=-1) if compaction else -1
+        for r in inherited:
+            if r.seq > cut and not r.boundary:
+                out.included.append((r, "verbatim", "in_window", f"{RULES['claude-code']} "
+                                     "(the summariser is sent the parent's conversation)", r.tokens))
+    hist = _history(th, run.get("thread"), upto)
+    # compactions before this request: (cut: records at or before it dropped, detail)
+    drops = [(b.seq, str(b.facts.get("detail") or "compacted")) for b in hist if b.boundary] \
+        if compaction else []
+    if limit is not None and not run.get("inherits"):
+        drops += [(c, d) for c, at, d in _simulated_cuts(th, str(run.get("thread")), limit, overhead,
+                                                         compaction) if at <= upto]
+        drops.sort()
+    cut = drops[-1][0] if drops else -1
+    for r in hist:
+        if r.boundary:
+            continue  # an event, not content
+        if r.seq <= cut:
+            detail = next(d for c, d in drops if c >= r.seq)
+            out.omitted.append((r, "compacted", detail))
+            continue
+        cleared = r.facts.get("cleared")
+        if micro and isinstance(cleared, dict) and int(cleared.get("after", -1)) <= upto:
+            out.included.append((r, "cleared", "elided", str(cleared.get("detail") or ""),
+                                 int(cleared.get("tokens") or 0)))
+        else:
+            out.included.append((r, "verbatim", "in_window", RULES["claude-code"], r.tokens))
+
+
+def _swe_agent(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
+               overhead: int) -> None:
+    hist = _history(th, run.get("thread"), int(run.get("upto", -1)))
+    settings = run.get("settings") or {}
+    steps: list[dict[str, Any]] = []
+    if policy.setting("history_processors"):
+        steps = [dict(p) for p in settings.get("history_processors") or [] if isinstance(p, dict)]
+        n = policy.setting("last_n_observations.n")
+        polling = policy.setting("last_n_observations.polling")
+        if n is not None or polling is not None:
+            lno = next((p for p in steps if p.get("type") == "last_n_observations"), None)
+            if lno is None:
+                lno = {"type": "last_n_observations", "n": n if n is not None else 0}
+                steps.append(lno)
+            if n is not None:
+                lno["n"] = n
+            if polling is not None:
+                lno["polling"] = polling
+    entries = [r for r in hist if isinstance(r.facts.get("entry"), dict)]
+    elided = HistoryProcessors(steps=steps).elided([r.facts["entry"] for r in entries]) if steps else {}
+    shown = {entries[i].id: (text, why, int(entries[i].facts["entry"].get("elided_tokens") or 0))
+             for i, (text, why) in elided.items()}
+    for r in hist:
+        if r.id in shown:
+            text, why, tokens = shown[r.id]
+            out.included.append((r, "cleared", "elided", why + sent_as(text), tokens))
+        else:
+            out.included.append((r, "verbatim", "in_window", RULES["swe-agent"], r.tokens))
+
+
+def _chat(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
+          overhead: int) -> None:
+    for r in _history(th, run.get("thread"), int(run.get("upto", -1))):
+        out.included.append((r, "verbatim", "in_window", RULES["chat-full-history"], r.tokens))
+
+
+_FAMILIES = {"claude-code": _claude_code, "swe-agent": _swe_agent, "chat-full-history": _chat}
+
+
+def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy) -> Assembly:
+    """``request`` re-assembled by its runtime's rule under ``policy`` (records in the same
+    shape as a recorded transcript assembly's)."""
+    th = _threads(snapshot)
+    run = th.runs.get(request.model_run_id)
+    if run is None or "upto" not in run:
+        raise ContextlensError(
+            f"request '{request.assembly_id}' has no transcript facts: runtime policies "
+            f"({', '.join(RUNTIMES)}) replay requests of transcripts ingested by this version")
+    out = _Out()
+    # what the records do not explain (system prompt, tool schemas) is sent as recorded
+    unexplained = int_tag(request.tags, UNATTRIBUTED_TOKENS) or 0
+    overhead = int_tag(request.tags, FIXED_OVERHEAD_TOKENS)
+    fixed = overhead if overhead is not None else max(unexplained, 0)
+    _FAMILIES[policy.runtime](policy, th, run, out, fixed)
+    records: list[dict[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    sel: list[tuple[str, str, str, str | None, int | None]] = []
+    seen: set[tuple[str, str]] = set()
+    full = 0
+
+    def add(r: _Rec, decision: str, rendering: str | None, reason: str, detail: str,
+            tokens: int) -> None:
+        # included records all come first: the count so far is the prompt position
+        position = len(sel) if decision == "included" else None
+        records.append({"assembly_id": request.assembly_id, "record_kind": r.kind,
+                        "record_id": r.id, "decision": decision, "rendering": rendering,
+                        "position": position, "policy_family": "window", "reason_code": reason,
+                        "detail": detail, "tokens": tokens})
+        decisions.append({"decision_id": f"{request.assembly_id}:replay:d{len(decisions)}",
+                          "assembly_id": request.assembly_id, "step": len(decisions),
+                          "record_kind": r.kind, "record_id": r.id, "policy_family": "window",
+                          "outcome": "allow" if decision == "included" else "deny",
+                          "reason_code": reason, "detail": detail})
+        sel.append((r.kind, r.id, decision, rendering, position))
+
+    included_tokens = 0
+    messages_in = 0
+    for r, rendering, reason, detail, tokens in out.included:
+        if (r.kind, r.id) in seen:
+            continue
+        seen.add((r.kind, r.id))
+        add(r, "included", rendering, reason, detail, tokens)
+        included_tokens += tokens
+        full += r.tokens
+        messages_in += r.kind == "message"
+    messages_all = messages_in
+    for r, reason, detail in out.omitted:
+        if (r.kind, r.id) in seen:
+            continue
+        seen.add((r.kind, r.id))
+        add(r, "omitted", None, reason, detail, r.tokens)
+        full += r.tokens
+        messages_all += r.kind == "message"
+    included_count = sum(1 for s in sel if s[2] == "included")
+    return Assembly(
+        assembly_id=request.assembly_id,
+        policy_version=policy.version,
+        assembler=f"runtime/{policy.runtime}",
+        records=records,
+        decisions=decisions,
+        selection_hash=selection_hash(sel),
+        assembled_tokens=included_tokens + unexplained,
+        baseline_tokens=full + fixed,
+        baseline_message_count=messages_all,
+        included_count=included_count,
+        omitted_count=len(sel) - included_count,
+    )

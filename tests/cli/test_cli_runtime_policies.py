@@ -1,0 +1,197 @@
+"""Runtime policies on the command line: transcripts replay, verify, compare and explain
+under the rule of the runtime that recorded them (replay/runtimes.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ingest.contract import selection_hash
+from support import swe_trajectory
+from support.cli import run, run_json
+
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+CLAUDE = sorted([*REALDATA.glob("claude-code-entire/*.jsonl"), *REALDATA.glob("claude-code-spotter/*.jsonl")])
+SWE = sorted(REALDATA.glob("swe-agent/*.traj"))
+SPOTTER = REALDATA / "claude-code-spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTLENS_CACHE", str(tmp_path / "cache"))
+
+
+def _store(capsys, src: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "s.duckdb"
+    code, _out, err = run(capsys, "ingest", str(src), "--db", str(db))
+    assert code == 0, err
+    return db
+
+
+def _verify(capsys, db: Path) -> dict:
+    code, out, err = run(capsys, "verify", "--db", str(db), "--json")
+    return {"code": code, "out": json.loads(out), "err": err}
+
+
+# ---------------------------------------------------------------- SWE-agent, exact inputs
+
+
+def test_swe_agent_steps_verify_against_their_recorded_inputs(capsys, tmp_path: Path) -> None:
+    traj = swe_trajectory.write(tmp_path / "run.traj")
+    db = _store(capsys, traj, tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    assert len(rows) == swe_trajectory.STEPS
+    assert all(r["policy_version"] == "swe-agent" and "input:exact" in r["tags"] for r in rows)
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 0, out + err
+    assert f"checked {swe_trajectory.STEPS}: {swe_trajectory.STEPS} faithful, 0 drifted" in out
+
+    # the last step shows exactly the observations SWE-agent elided, as it sent them
+    last = max(rows, key=lambda r: r["assembled_at"])
+    shown = run_json(capsys, "show", last["assembly_id"], "--db", str(db))
+    cleared = [r for r in shown["included"] if r["rendering"] == "cleared"]
+    assert [r["reason_code"] for r in cleared] == ["elided"] * len(cleared)
+    assert len(cleared) == len(swe_trajectory.expected_elided_last_step())
+    detail = " ".join(run(capsys, "why", last["assembly_id"], r["record_id"], "--db", str(db))[1]
+                      for r in cleared)
+    for k in swe_trajectory.expected_elided_last_step():
+        lines = k + 3
+        assert f'sent as "Old environment output: ({lines} lines omitted)"' in detail
+
+
+def test_a_step_whose_recorded_input_the_rule_does_not_give_is_drifted(capsys, tmp_path: Path) -> None:
+    traj = swe_trajectory.build()
+    last = traj["trajectory"][-1]["messages"]
+    # someone (or another SWE-agent version) sent an old observation in full at the last step
+    full = next(m for m in traj["history"] if str(m["content"]).startswith("obs0 line"))
+    elided = next(i for i, m in enumerate(last) if str(m["content"]).startswith("Old environment output"))
+    last[elided] = dict(full)
+    db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj", traj), tmp_path)
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 1
+    assert f"checked {swe_trajectory.STEPS}: {swe_trajectory.STEPS - 1} faithful, 1 drifted" in out
+
+
+def test_counterfactual_last_n_observations_reports_tokens_saved_and_records(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
+    report = run_json(capsys, "compare", "swe-agent", "swe-agent:last_n_observations.n=1",
+                      "--db", str(db))
+    # with n=1 instead of 2, each step from the third on elides one more observation
+    assert report["affected"] == swe_trajectory.STEPS - 2
+    assert report["tokens"]["delta"] < 0 and report["tokens"]["b"] < report["tokens"]["a"]
+    by = report["records"]["rerendered"]["by"]
+    assert [(r["record_kind"], r["reason"]) for r in by] == [("tool_artifact", "elided")]
+    assert report["records"]["rerendered"]["total"] == swe_trajectory.STEPS - 2
+    assert report["most_changed"][0]["tokens_b"] < report["most_changed"][0]["tokens_a"]
+
+
+@pytest.mark.skipif(not SWE, reason="shared/realdata is not beside this checkout")
+def test_counterfactual_on_a_real_swe_agent_trajectory(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, SWE[0], tmp_path)
+    assert _verify(capsys, db)["code"] == 0
+    code, out, err = run(capsys, "compare", "swe-agent", "swe-agent:last_n_observations.n=1", "--db", str(db))
+    assert code == 0, err
+    assert "tool_artifact  elided" in out
+    before, after = (int(x.replace(",", "")) for x in out.split("tokens: ")[1].split(" (")[0].split(" -> "))
+    assert after < before
+
+
+def test_bad_runtime_keys_are_one_line_errors(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
+    for version, says in (("swe-agent:n=3", "unknown key 'n'"),
+                          ("swe-agent:last_n_observations.n=three", "must be an integer"),
+                          ("claude-code:compaction=maybe", "must be true or false")):
+        code, out, err = run(capsys, "compare", "swe-agent", version, "--db", str(db))
+        assert code == 2 and says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_runtime_policy_on_an_export_without_transcript_facts_is_a_clear_error(capsys) -> None:
+    code, out, err = run(capsys, "replay", "asm-001", "--policy", "claude-code")
+    assert code == 2 and "no transcript facts" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+@pytest.mark.skipif(not CLAUDE, reason="shared/realdata is not beside this checkout")
+@pytest.mark.parametrize("path", CLAUDE, ids=lambda p: p.name[:24])
+def test_real_claude_code_sessions_verify_faithful(capsys, tmp_path: Path, path: Path) -> None:
+    db = _store(capsys, path, tmp_path)
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 0, out + err
+    checked = int(out.split("checked ")[1].split(":")[0])
+    assert checked > 0 and f"checked {checked}: {checked} faithful" in out
+
+
+@pytest.mark.skipif(not SPOTTER.exists(), reason="shared/realdata is not beside this checkout")
+def test_summariser_replay_includes_the_parent_conversation(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, SPOTTER, tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    summariser = next(r for r in rows if "compaction_summariser" in r["tags"])
+    replayed = run_json(capsys, "replay", summariser["assembly_id"], "--policy", "claude-code", "--db", str(db))
+    included = {r["record_id"] for r in replayed["included"]}
+    # the parent's conversation up to the compaction: everything its last request before
+    # the summariser was sent, then the summariser's own prompt
+    before = max((r for r in rows if r["assembled_at"] < summariser["assembled_at"]
+                  and "compaction_summariser" not in r["tags"] and "subagent:" not in " ".join(r["tags"])),
+                 key=lambda r: r["assembled_at"])
+    parent = {r["record_id"] for r in run_json(capsys, "show", before["assembly_id"], "--db", str(db))["included"]}
+    assert len(parent) > 100 and parent <= included and len(included) > len(parent)
+    assert replayed["selection_hash"] == run_json(capsys, "show", summariser["assembly_id"], "--db",
+                                                  str(db))["assembly"]["selection_hash"]
+
+
+@pytest.mark.skipif(not CLAUDE, reason="shared/realdata is not beside this checkout")
+def test_tampered_claude_recording_is_not_faithful(capsys, tmp_path: Path) -> None:
+    """A recording edited to say a compacted record was sent (with its hash recomputed, so it
+    is self-consistent) is caught by the replay of the runtime's rule."""
+    path = next(p for p in CLAUDE if "compact" in p.name)
+    db = _store(capsys, path, tmp_path)
+    con = duckdb.connect(str(db))
+    aid, kind, rid = con.execute(
+        "SELECT assembly_id, record_kind, record_id FROM assembly_records WHERE reason_code = 'compacted' "
+        "ORDER BY assembly_id, record_id LIMIT 1").fetchone()
+    n = con.execute("SELECT count(*) FROM assembly_records WHERE assembly_id = ? AND decision = 'included'",
+                    [aid]).fetchone()[0]
+    con.execute("UPDATE assembly_records SET decision = 'included', rendering = 'verbatim', position = ?, "
+                "reason_code = 'in_window' WHERE assembly_id = ? AND record_kind = ? AND record_id = ?",
+                [n, aid, kind, rid])
+    rows = con.execute("SELECT record_kind, record_id, decision, rendering, position FROM assembly_records "
+                       "WHERE assembly_id = ?", [aid]).fetchall()
+    con.execute("UPDATE context_assemblies SET selection_hash = ? WHERE assembly_id = ?",
+                [selection_hash(rows), aid])
+    con.close()
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 1
+    assert "1 drifted" in out and aid in out
+
+
+@pytest.mark.skipif(not CLAUDE, reason="shared/realdata is not beside this checkout")
+def test_why_on_claude_code_records_says_the_runtime_rule(capsys, tmp_path: Path) -> None:
+    path = next(p for p in CLAUDE if "compact" in p.name)
+    db = _store(capsys, path, tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    last = max(rows, key=lambda r: r["assembled_at"])
+    shown = run_json(capsys, "show", last["assembly_id"], "--db", str(db))
+    inc = shown["included"][0]
+    omitted = next(r for r in shown["omitted"] if r["reason_code"] == "compacted")
+    code, said, err = run(capsys, "why", last["assembly_id"], inc["record_id"], "--db", str(db))
+    assert "Claude Code sends the whole history since the last compaction" in said
+    assert "runtime policy claude-code" in said and "window.max_messages" not in said
+    code, said, err = run(capsys, "why", last["assembly_id"], omitted["record_id"], "--db", str(db))
+    assert "compacted" in said and "its key compaction" in said
+
+
+@pytest.mark.skipif(not CLAUDE, reason="shared/realdata is not beside this checkout")
+def test_claude_code_without_compaction_sends_what_it_dropped(capsys, tmp_path: Path) -> None:
+    path = next(p for p in CLAUDE if "compact" in p.name)
+    db = _store(capsys, path, tmp_path)
+    report = run_json(capsys, "compare", "recorded", "claude-code:compaction=false", "--db", str(db))
+    assert report["records"]["newly_included"]["total"] > 0
+    assert {r["reason"] for r in report["records"]["newly_included"]["by"]} == {"compacted"}
+    assert report["tokens"]["b"] > report["tokens"]["a"]
+    same = run_json(capsys, "compare", "recorded", "claude-code", "--db", str(db))
+    assert same["affected"] == 0 and same["tokens"]["delta"] == 0
