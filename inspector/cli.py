@@ -28,12 +28,29 @@ from .stores import resolve_store
 # ----------------------------------------------------------------------------- helpers
 
 
+_TYPED: list[str] = []  # the command line's arguments (main sets them)
+
+
 def _said(message: str) -> str:
     """An error or warning line: it may quote log content, so secrets are masked (there is
-    no reveal for messages) and control characters escaped."""
+    no reveal for messages) and control characters escaped. The paths the user typed (and
+    their file names) are theirs, not log content: they are kept as typed even when they
+    look random (``…_mj7khqpMM4GBCfVQozKgzB.eval``), so the line still names the file."""
+    import re
+
     from ingest.secrets import mask_text
 
-    return visible_text(mask_text(message))
+    typed = {a for a in _TYPED if len(a) > 3 and not a.startswith("-")}
+    typed |= {Path(a).name for a in typed if len(Path(a).name) > 3}
+    keep = sorted((a for a in typed if a in message), key=len, reverse=True)
+    if not keep:
+        return visible_text(mask_text(message))
+    pattern = re.compile("|".join(re.escape(a) for a in keep))
+    parts, kept = pattern.split(message), pattern.findall(message)
+    out = [mask_text(parts[0])]
+    for path, part in zip(kept, parts[1:]):
+        out += [path, mask_text(part)]
+    return visible_text("".join(out))
 
 
 def _warn(message: str) -> None:
@@ -652,6 +669,7 @@ def sample(out_dir: Path, seed: int, scale: int | None, drift: float | None) -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: turn every known error into one line and an exit code."""
+    _TYPED[:] = list(argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="contextlens", standalone_mode=False)
     except click.exceptions.Abort:

@@ -68,3 +68,15 @@ def test_reveal_shows_them(capsys: pytest.CaptureFixture[str], secret_db: Path) 
             shown.append(out)
     text = "\n".join(shown)
     assert [s for s in SECRETS if s in text] == list(SECRETS)
+
+
+def test_an_error_names_the_file_as_typed_even_when_its_name_looks_random(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A path is the user's own words, not log content: masking it would leave the error
+    naming no file (inspect_ai names its logs like this)."""
+    name = "2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.json"
+    bad = tmp_path / name
+    bad.write_text('{"nothing": "known", "token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}')
+    code, out, err = run(capsys, "list", "--db", str(bad))
+    assert code == 2
+    assert str(bad) in err
