@@ -69,17 +69,31 @@ def test_unknown_format_names_what_was_tried(capsys, tmp_path: Path) -> None:
     assert len(err.strip().splitlines()) == 1
 
 
-def test_verify_counts_a_runtime_s_requests_in_one_line_and_passes(capsys) -> None:
-    """A transcript's requests have no policy to replay them (policy observed): counted, in
-    one line naming the runtime, not one line each, and not a failure; --json lists them."""
-    requests = len(_usage_totals(CLAUDE))
-    code, out, _ = run(capsys, "verify", "--db", str(CLAUDE))
+def test_verify_counts_a_runtime_s_requests_in_one_line_and_passes(capsys, tmp_path: Path) -> None:
+    """Requests of a runtime whose rule is not modelled (policy observed: here a SWE-agent
+    trajectory with a history processor we do not reproduce) are counted, in one line
+    naming the runtime, not one line each, and not a failure; --json lists them."""
+    from support import swe_trajectory
+
+    traj = swe_trajectory.build()
+    traj["replay_config"] = json.dumps({"agent": {"history_processors": [{"type": "closed_window"}]}})
+    path = swe_trajectory.write(tmp_path / "run.traj", traj)
+    requests = swe_trajectory.STEPS
+    code, out, _ = run(capsys, "verify", "--db", str(path))
     assert code == 0
     lines = out.strip().splitlines()
     assert lines == [
-        f"NOT REPLAYABLE {requests} requests recorded by a runtime (claude-code-adapter/1, "
+        f"NOT REPLAYABLE {requests} requests recorded by a runtime (openai-chat-adapter/1, "
         "policy observed): its own policy is not modelled yet, so they are counted, not replayed",
         f"checked {requests}: 0 faithful, 0 drifted, 0 inconsistent, {requests} not replayable",
     ]
-    shown = run_json(capsys, "verify", "--db", str(CLAUDE))
+    shown = run_json(capsys, "verify", "--db", str(path))
     assert shown["not_replayable"] == requests and len(shown["results"]) == requests
+
+
+def test_verify_replays_a_claude_code_session_under_its_runtime_policy(capsys) -> None:
+    requests = len(_usage_totals(CLAUDE))
+    code, out, _ = run(capsys, "verify", "--db", str(CLAUDE))
+    assert code == 0
+    assert out.strip().splitlines() == [
+        f"checked {requests}: {requests} faithful, 0 drifted, 0 inconsistent, 0 not replayable"]

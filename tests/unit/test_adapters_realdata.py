@@ -123,7 +123,7 @@ def test_claude_code_real(path: Path, tmp_path: Path) -> None:
     assert len(rows) == exp["requests"]
     assert sorted(r["assembled_tokens"] for r in rows) == exp["tokens"]
     assert all("source:claude-code" in r["tags"] and f"transcript:{path.name}" in r["tags"] for r in rows)
-    assert all(r["policy_version"] == "observed" for r in rows)
+    assert all(r["policy_version"] == "claude-code" for r in rows)
     assert sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
     status = dict(sql(db, "select status, count(*) from tool_calls group by all"))
     assert status.get("failed", 0) == exp["failed"]
