@@ -25,7 +25,7 @@ from ingest.errors import ContextlensError, NotFoundError
 from replay import service
 from replay.explain import deciding_key, explain, policy_key
 from replay.render import render_prompt
-from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES
+from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES, is_runtime_version
 from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
 from .masking import (
@@ -412,14 +412,19 @@ class ReadModel:
             raise NotFoundError(f"{what} is not in assembly '{assembly_id}'")
         registry = self.registry
         versions = registry.versions()
-        good = good if good is not None else versions[0]
         if bad is None:
             bad = request["policy_version"]
-            if bad not in versions:
+            if bad not in registry:
                 raise ContextlensError(
                     f"assembly '{assembly_id}' recorded policy version '{bad}', which is not in "
                     f"the registry ({', '.join(versions)}): name one with --bad"
                 )
+        if good is None:
+            if is_runtime_version(bad):
+                raise ContextlensError(
+                    f"assembly '{assembly_id}' runs under the runtime policy '{bad}': name the "
+                    f"setting to bisect from with --good (e.g. --good {bad.split(':')[0]}:<key>=<value>)")
+            good = versions[0]
         cid, export_id = request["conversation_id"], request["export_id"]
         snapshot = self.replays.get(("snapshot", cid, export_id),
                                     lambda: load_snapshot(self.store, cid, export_id))

@@ -13,6 +13,11 @@ order, not ``extends``) are diffed; each changed key's new value is applied alon
 earlier version and the request replayed (a counterfactual). The keys that flip the record
 to its bad state alone are the answer; when none does alone, the smallest set of changed
 keys that does (searched by size, bounded), else all of them.
+
+Runtime policies (transcripts: ``claude-code``, ``swe-agent:last_n_observations.n=3``…)
+have no versions in between: ``good`` and ``bad`` are two settings of one family, the
+first bad version is ``bad``, and the keys are found the same way among the keys whose
+values differ ("as recorded" where a version leaves a key as the request ran).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ingest.errors import ContextlensError, NotFoundError
 
-from .policy import Policy, PolicyRegistry, flatten
+from .policy import Policy, PolicyRegistry, RuntimePolicy, flatten, is_runtime_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from .assembler import Assembly
@@ -170,6 +175,9 @@ def bisect(
         return plugin.assemble(snapshot, request, policy)
 
     replay = replay_version or (lambda v: assemble(registry.get(v)))
+    if is_runtime_version(good) or is_runtime_version(bad):
+        return _bisect_runtime(registry, good, bad, record_kind, record_id, assemble, replay,
+                               request.assembly_id)
     versions = version_range(registry, good, bad)
     tried = [(v, record_state(replay(v), record_kind, record_id)) for v in versions]
     states = [s for _, s in tried]
@@ -209,6 +217,53 @@ def bisect(
         version=version, previous=previous, changed=changed, keys=keys, alone=alone,
         first_seen=first_seen,
     )
+
+
+_AS_RECORDED = "as recorded"
+
+
+def _bisect_runtime(registry: PolicyRegistry, good: str, bad: str, record_kind: str,
+                    record_id: str, assemble: Callable[[Any], "Assembly"],
+                    replay: Callable[[str], "Assembly"], assembly_id: str) -> Bisection:
+    """``bisect`` between two settings of one runtime family: which changed key(s) give
+    the record its state under ``bad``."""
+    g, b = registry.get(good), registry.get(bad)
+    if not (isinstance(g, RuntimePolicy) and isinstance(b, RuntimePolicy)) or g.runtime != b.runtime:
+        raise ContextlensError(
+            f"--good {good} and --bad {bad}: a runtime policy is bisected against another "
+            f"setting of the same runtime (e.g. --good {(b if isinstance(b, RuntimePolicy) else g).runtime}"
+            ":<key>=<value>)")
+    tried = ((good, record_state(replay(good), record_kind, record_id)),
+             (bad, record_state(replay(bad), record_kind, record_id)))
+    name = f"{record_kind} {record_id}"
+    if tried[0][1] is None and tried[1][1] is None:
+        raise NotFoundError(f"record '{record_id}' ({record_kind}) is not a candidate of assembly "
+                            f"'{assembly_id}' under {good} or {bad}")
+    bad_state = tried[1][1]
+    if tried[0][1] == bad_state:
+        raise ContextlensError(f"nothing to bisect: {name} is already {state_text(bad_state)} "
+                               f"under --good {good}, as under --bad {bad}")
+    mine, theirs = dict(g.overrides), dict(b.overrides)
+    diff_keys = sorted(k for k in set(mine) | set(theirs)
+                       if mine.get(k, _AS_RECORDED) != theirs.get(k, _AS_RECORDED))
+
+    def flips_to_bad(keys: tuple[str, ...]) -> bool:
+        merged = {**mine, **{k: theirs[k] for k in keys if k in theirs}}
+        for k in keys:
+            if k not in theirs:
+                merged.pop(k, None)
+        policy = RuntimePolicy(f"{good}+{'+'.join(keys)}", g.runtime, tuple(sorted(merged.items())))
+        return record_state(assemble(policy), record_kind, record_id) == bad_state
+
+    changed = tuple(KeyChange(k, mine.get(k, _AS_RECORDED), theirs.get(k, _AS_RECORDED),
+                              flips_to_bad((k,))) for k in diff_keys)
+    keys = tuple(c for c in changed if c.flips_alone)
+    alone = bool(keys)
+    if not keys:
+        keys = _smallest_set(changed, flips_to_bad)
+    return Bisection(record_kind=record_kind, record_id=record_id, good=good, bad=bad,
+                     tried=tried, version=bad, previous=good, changed=changed, keys=keys,
+                     alone=alone, first_seen=bad)
 
 
 def _smallest_set(changed: tuple[KeyChange, ...],

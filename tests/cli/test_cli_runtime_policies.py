@@ -195,3 +195,20 @@ def test_claude_code_without_compaction_sends_what_it_dropped(capsys, tmp_path: 
     assert report["tokens"]["b"] > report["tokens"]["a"]
     same = run_json(capsys, "compare", "recorded", "claude-code", "--db", str(db))
     assert same["affected"] == 0 and same["tokens"]["delta"] == 0
+
+
+def test_bisect_between_two_settings_of_a_runtime_names_the_key(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    last = max(rows, key=lambda r: r["assembled_at"])
+    shown = run_json(capsys, "show", last["assembly_id"], "--db", str(db))
+    elided = next(r for r in shown["included"] if r["rendering"] == "cleared")
+    out = run_json(capsys, "bisect", last["assembly_id"], elided["record_id"],
+                   "--good", "swe-agent:history_processors=false", "--bad", "swe-agent", "--db", str(db))
+    assert out["version"] == "swe-agent" and [k["key"] for k in out["keys"]] == ["history_processors"]
+    assert out["good_state"]["rendering"] == "verbatim" and out["bad_state"]["reason_code"] == "elided"
+    code, _out, err = run(capsys, "bisect", last["assembly_id"], elided["record_id"], "--db", str(db))
+    assert code == 2 and "--good" in err
+    code, _out, err = run(capsys, "bisect", last["assembly_id"], elided["record_id"], "--good", "v1",
+                          "--db", str(db))
+    assert code == 2 and "same runtime" in err
