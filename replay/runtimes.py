@@ -35,6 +35,8 @@ replay unchanged, so a counterfactual's token delta is what its records change.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +75,7 @@ class _Threads:
     threads: dict[str, list[_Rec]] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     cache: dict[Any, Any] = field(default_factory=dict)  # per-thread results of counterfactuals
+    seqs: dict[str, list[int]] = field(default_factory=dict)  # per thread, its records' seqs
 
 
 _KINDS = (("messages", "message", "message_id"), ("tool_calls", "tool_call", "tool_call_id"),
@@ -122,7 +125,13 @@ class _Out:
 
 
 def _history(th: _Threads, thread: str | None, upto: int) -> list[_Rec]:
-    return [r for r in th.threads.get(thread or "", []) if r.seq <= upto]
+    """The thread's records up to ``seq`` ``upto``, in order (a slice: a long session's
+    requests each take their prefix without a scan)."""
+    recs = th.threads.get(thread or "", [])
+    seqs = th.seqs.get(thread or "")
+    if seqs is None:
+        seqs = th.seqs[thread or ""] = [r.seq for r in recs]
+    return recs[:bisect_right(seqs, upto)]
 
 
 def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
@@ -137,6 +146,12 @@ def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
     if cached is not None:
         return cached
     recs = [r for r in th.threads.get(thread, []) if not r.boundary]
+    seqs = [r.seq for r in recs]
+    total = [0, *accumulate(r.tokens for r in recs)]  # tokens of recs[:i]
+
+    def tokens(after: int, upto: int) -> int:  # of the records with after < seq <= upto
+        return total[bisect_right(seqs, upto)] - total[bisect_right(seqs, after)]
+
     bounds = [r.seq for r in th.threads.get(thread, []) if r.boundary] if recorded else []
     uptos = sorted({int(f.get("upto", -1)) for f in th.runs.values()
                     if f.get("thread") == thread and "inherits" not in f})
@@ -144,8 +159,8 @@ def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
     cut = -1
     previous = -1
     for upto in uptos:
-        cut = max([cut, *[b for b in bounds if b <= upto]])
-        size = overhead + sum(r.tokens for r in recs if cut < r.seq <= upto)
+        cut = max(cut, max((b for b in bounds if b <= upto), default=-1))
+        size = overhead + tokens(cut, upto)
         if size > limit and previous > cut:
             cut = previous
             cuts.append((cut, upto, f"dropped by a compaction at {limit:,} tokens (counterfactual: "

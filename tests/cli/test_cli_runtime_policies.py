@@ -212,3 +212,16 @@ def test_bisect_between_two_settings_of_a_runtime_names_the_key(capsys, tmp_path
     code, _out, err = run(capsys, "bisect", last["assembly_id"], elided["record_id"], "--good", "v1",
                           "--db", str(db))
     assert code == 2 and "same runtime" in err
+
+
+@pytest.mark.skipif(not SPOTTER.exists(), reason="shared/realdata is not beside this checkout")
+def test_compacting_earlier_drops_history_and_saves_tokens(capsys, tmp_path: Path) -> None:
+    """compact_at: Claude Code compacting at 60k instead of its recorded point drops what the
+    earlier compactions would have; a threshold it never reaches changes nothing."""
+    db = _store(capsys, SPOTTER, tmp_path)
+    earlier = run_json(capsys, "compare", "recorded", "claude-code:compact_at=60000", "--db", str(db))
+    assert earlier["affected"] > 0 and earlier["tokens"]["delta"] < 0
+    assert earlier["records"]["newly_included"]["total"] == 0
+    assert {r["reason"] for r in earlier["records"]["newly_omitted"]["by"]} == {"compacted"}
+    never = run_json(capsys, "compare", "recorded", "claude-code:compact_at=100000000", "--db", str(db))
+    assert never["affected"] == 0 and never["tokens"]["delta"] == 0
