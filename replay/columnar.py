@@ -63,7 +63,8 @@ from .assembler import MARKER_TOKENS
 from .policy import Policy
 from .snapshot import GRAPH_TABLES, Snapshot
 
-__all__ = ["ColumnarResult", "graphs_from_snapshots", "replay_columnar", "selection_hashes"]
+__all__ = ["ColumnarFacts", "ColumnarResult", "columnar_facts", "graphs_from_snapshots", "replay_columnar",
+           "selection_hashes"]
 
 # kinds in (record_kind) string order, as the oracle sorts its candidates
 KINDS = ("checkpoint", "message", "skill_state", "tool_artifact", "tool_call", "tool_memory")
@@ -409,38 +410,35 @@ def _greedy(a: np.ndarray, order: np.ndarray, size: np.ndarray, used: np.ndarray
     return fits
 
 
-def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
-                    policies: Sequence[Policy]) -> ColumnarResult:
-    """Every request (context_assemblies rows, with conversation_id) replayed under its
-    policy (``policies[i]`` for ``requests`` row i). ``graphs``: the graph tables of the
-    requests' conversations with ``graph_conversation_id`` (``Store.conversation_graphs``)."""
+@dataclass
+class ColumnarFacts:
+    """What a chunk's graph says of its requests, whatever the policy: the candidate rows
+    (``_expand``), the supersession/derivation/conflict edges and the requests in assembly
+    id order. A comparison computes them once and runs the stages under both versions."""
+
+    cand: dict[str, Any]
+    edges: list[tuple[np.ndarray, np.ndarray]]
+    req_a: pa.Table  # the requests, in assembly id order
+    by_id: np.ndarray  # request row of each assembly index
+    a_of_req: np.ndarray  # assembly index of each request row
+    at_us: np.ndarray
+    autonomous: np.ndarray
+    has_limit: np.ndarray
+    limit: np.ndarray
+
+
+def columnar_facts(graphs: dict[str, pa.Table], requests: pa.Table) -> ColumnarFacts:
+    """The policy-independent part of ``replay_columnar``: the graph facts in DuckDB SQL,
+    expanded to one candidate row per (request, record)."""
     n_a = requests.num_rows
     ids = requests.column("assembly_id")
     by_id = np.asarray(pc.sort_indices(ids), dtype=np.int64)
     a_of_req = np.empty(n_a, dtype=np.int64)
     a_of_req[by_id] = np.arange(n_a)
-    distinct: dict[int, int] = {}
-    pol_list: list[Policy] = []
-    pidx_req = np.zeros(n_a, dtype=np.int64)
-    for i, p in enumerate(policies):
-        if id(p) not in distinct:
-            distinct[id(p)] = len(pol_list)
-            pol_list.append(p)
-        pidx_req[i] = distinct[id(p)]
-    P = _policy_tables(pol_list)
     # per assembly: index a is the rank of its id, so (a, kind, id) is the output's order
-    pidx = pidx_req[by_id]
     req_a = requests.take(pa.array(by_id, pa.int64()))
     at_us = _ints(req_a.column("assembled_at").cast(pa.timestamp("us", "UTC")).cast(pa.int64()), 0)
     limit_col = req_a.column("context_limit").cast(pa.int64())
-    A = {
-        "pidx": pidx, "at": at_us,
-        "blocked_here": _provider_rules(pol_list, pidx, req_a.column("provider")),
-        "autonomous": _ints(pc.equal(req_a.column("runtime_kind"), "autonomous_discussion"), False)
-        .astype(bool),
-        "has_limit": np.asarray(limit_col.is_valid(), dtype=bool),
-        "limit": _ints(limit_col, 0),
-    }
 
     con = duckdb.connect()
     try:
@@ -473,7 +471,37 @@ def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
     e_kind, x, y = (_ints(links.column(n), 0) for n in ("edge", "x", "y"))
     edges = [_row_edges(x[e_kind == i], y[e_kind == i], c["a"], c["src"], src.num_rows)
              for i in range(3)]
-    return _stages(c, edges, req_a.column("assembly_id"), a_of_req, P, A)
+    return ColumnarFacts(
+        cand=c, edges=edges, req_a=req_a, by_id=by_id, a_of_req=a_of_req, at_us=at_us,
+        autonomous=_ints(pc.equal(req_a.column("runtime_kind"), "autonomous_discussion"), False)
+        .astype(bool),
+        has_limit=np.asarray(limit_col.is_valid(), dtype=bool), limit=_ints(limit_col, 0),
+    )
+
+
+def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
+                    policies: Sequence[Policy], facts: ColumnarFacts | None = None) -> ColumnarResult:
+    """Every request (context_assemblies rows, with conversation_id) replayed under its
+    policy (``policies[i]`` for ``requests`` row i). ``graphs``: the graph tables of the
+    requests' conversations with ``graph_conversation_id`` (``Store.conversation_graphs``).
+    ``facts`` (``columnar_facts`` of the same requests) saves computing them again."""
+    f = facts if facts is not None else columnar_facts(graphs, requests)
+    distinct: dict[int, int] = {}
+    pol_list: list[Policy] = []
+    pidx_req = np.zeros(len(policies), dtype=np.int64)
+    for i, p in enumerate(policies):
+        if id(p) not in distinct:
+            distinct[id(p)] = len(pol_list)
+            pol_list.append(p)
+        pidx_req[i] = distinct[id(p)]
+    P = _policy_tables(pol_list)
+    pidx = pidx_req[f.by_id]
+    A = {
+        "pidx": pidx, "at": f.at_us,
+        "blocked_here": _provider_rules(pol_list, pidx, f.req_a.column("provider")),
+        "autonomous": f.autonomous, "has_limit": f.has_limit, "limit": f.limit,
+    }
+    return _stages(f.cand, f.edges, f.req_a.column("assembly_id"), f.a_of_req, P, A)
 
 
 def _ints(column: Any, null: Any) -> np.ndarray:

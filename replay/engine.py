@@ -32,7 +32,9 @@ import pyarrow as pa
 
 
 from .assembler import AssemblerPlugin, ReferenceAssembler, get_assembler
-from .columnar import graphs_from_snapshots, replay_columnar, selection_hashes
+from .columnar import (
+    ColumnarFacts, columnar_facts, graphs_from_snapshots, replay_columnar, selection_hashes,
+)
 from .policy import Policy, PolicyRegistry, RuntimePolicy
 from .runtimes import assemble_runtime
 from .snapshot import Snapshot, load_snapshots, request_from_row, snapshots_from_graphs
@@ -41,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunks", "has_columnar_form",
+__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_facts", "chunks", "has_columnar_form",
            "replay_chunk", "replay_chunk_oracle"]
 
 CONVERSATIONS_PER_CHUNK = 256
@@ -128,11 +130,16 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
                  version: str | None = None,
                  assembler: str | AssemblerPlugin = "reference",
                  snapshots: dict[str, Snapshot] | None = None,
-                 graphs: dict[str, pa.Table] | None = None) -> Replayed:
+                 graphs: dict[str, pa.Table] | None = None,
+                 facts: ColumnarFacts | None = None,
+                 hashes: bool = True) -> Replayed:
     """Every request of ``chunk`` replayed under ``version`` (None: each request's own
     recorded version; a request whose version is not in ``registry`` is not replayed).
     ``graphs`` (``Store.conversation_graphs`` of the chunk, read once for several
-    replays) or ``snapshots`` save reading the chunk's graph again.
+    replays) or ``snapshots`` save reading the chunk's graph again; ``facts``
+    (``chunk_facts``: the graph's policy-independent facts) save computing them again.
+    ``hashes=False`` leaves the assemblies' selection hashes out (null) for a caller that
+    compares records, not hashes.
 
     The built-in reference assembler takes the columnar path (``replay.columnar``: the
     oracle's stages over the whole chunk at once); any other assembler takes the oracle
@@ -148,19 +155,27 @@ def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,
     if graphs is None:
         graphs = (graphs_from_snapshots(snapshots) if snapshots is not None
                   else store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id))
-    out = replay_columnar(graphs, requests, policies)
+    out = replay_columnar(graphs, requests, policies,
+                          facts if facts is not None and requests.num_rows == chunk.requests.num_rows
+                          else None)
     table, assemblies = out.records, out.assemblies
-    hashes = selection_hashes(table, assemblies.column("assembly_id").to_pylist())
+    ids = assemblies.column("assembly_id").to_pylist()
+    hashed = selection_hashes(table, ids) if hashes else {}
     return Replayed(table, pa.table({
         "assembly_id": assemblies.column("assembly_id"),
         "policy_version": pa.array([p.version for p in policies], pa.string()),
-        "selection_hash": pa.array([hashes[a] for a in assemblies.column("assembly_id").to_pylist()],
-                                   pa.string()),
+        "selection_hash": pa.array([hashed.get(a) for a in ids], pa.string()),
         "assembled_tokens": assemblies.column("assembled_tokens"),
         "baseline_tokens": assemblies.column("baseline_tokens"),
         "included_count": assemblies.column("included_count"),
         "omitted_count": assemblies.column("omitted_count"),
     }, schema=ASSEMBLY_SCHEMA))
+
+
+def chunk_facts(chunk: Chunk, graphs: dict[str, pa.Table]) -> ColumnarFacts:
+    """The policy-independent facts of ``chunk``'s graph (``replay.columnar.columnar_facts``),
+    for several ``replay_chunk`` calls under different versions (compare's two sides)."""
+    return columnar_facts(graphs, chunk.requests)
 
 
 def has_columnar_form(plugin: AssemblerPlugin) -> bool:

@@ -55,6 +55,21 @@ def test_sample_store_replays_exactly_as_the_oracle(sample_db: Path, version: st
     assert replayed == requests  # the sample records only versions of the registry
 
 
+def test_graph_facts_computed_once_serve_every_version(sample_db: Path) -> None:
+    """Compare computes a chunk's graph facts once and replays both sides from them: every
+    version replayed from shared facts is exactly the oracle's replay."""
+    from replay.engine import chunk_facts
+
+    with Store.open(sample_db) as store:
+        for chunk in chunks(store, conversations_per_chunk=4):
+            graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+            facts = chunk_facts(chunk, graphs)
+            for version in REGISTRY.versions():
+                shared = replay_chunk(store, chunk, REGISTRY, version, graphs=graphs, facts=facts)
+                assert_same(shared, replay_chunk_oracle(store, chunk, REGISTRY, version),
+                            f"version {version} from shared facts, chunk {chunk.conversation_ids}")
+
+
 def test_the_reference_assembler_is_replayed_without_assembling_one_request_at_a_time(
         sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = []
