@@ -226,6 +226,12 @@ RUNTIMES: dict[str, dict[str, tuple[type, Any, str]]] = {
         "compact_at": (int, None, "also compact when a request would carry more tokens than this "
                                   "(its summary is not known: counted as empty)"),
     },
+    "codex": {
+        "compaction": (bool, True, "the session's recorded compactions replace the history"),
+    },
+    "gemini-cli": {
+        "compaction": (bool, True, "the session's recorded compressions replace the history"),
+    },
     "swe-agent": {
         "history_processors": (bool, True, "the trajectory's history processors run"),
         "last_n_observations.n": (int, None, "observations kept in full (the last n)"),
@@ -236,6 +242,8 @@ RUNTIMES: dict[str, dict[str, tuple[type, Any, str]]] = {
 
 DESCRIPTIONS = {
     "claude-code": "Claude Code: the whole history since the last compaction; cleared results as placeholders",
+    "codex": "Codex CLI: the whole history, replaced by the compacted history at a compaction",
+    "gemini-cli": "Gemini CLI: the whole session history, replaced by the compressed history at a compression",
     "swe-agent": "SWE-agent: the whole history after the trajectory's history processors",
     "chat-full-history": "Chat loop: every earlier message, verbatim",
 }
@@ -302,6 +310,8 @@ def parse_runtime(version: str) -> RuntimePolicy:
 # what each runtime does with the history, for "why" sentences
 RUNTIME_RULES = {
     "claude-code": "Claude Code sends the whole history since the last compaction",
+    "codex": "Codex sends the whole history since its last compaction",
+    "gemini-cli": "Gemini CLI sends the whole session history since its last compression",
     "swe-agent": "SWE-agent sends the whole history after its history processors",
     "chat-full-history": "the chat loop sends every earlier message",
 }

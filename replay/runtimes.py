@@ -170,11 +170,29 @@ def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
     return cuts
 
 
-def _claude_code(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
-                 overhead: int) -> None:
-    compaction = policy.setting("compaction")
-    micro = policy.setting("microcompaction")
-    limit = policy.setting("compact_at")
+@dataclass(frozen=True)
+class _Drop:
+    """A compaction before a request: records before ``cut`` are dropped, but ``keeps``."""
+
+    cut: int
+    detail: str
+    keeps: frozenset[str] = frozenset()
+
+
+def _setting(policy: RuntimePolicy, key: str, default: Any) -> Any:
+    return policy.setting(key) if key in RUNTIMES[policy.runtime] else default
+
+
+def _since_compaction(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
+                      overhead: int) -> None:
+    """The whole history of the request's thread since the last compaction (Claude Code,
+    Codex, Gemini CLI). A compaction is a boundary marker (Claude Code: dropped with
+    everything before it) or a record with ``compacts`` facts (the first record of a
+    replacement history: everything before it is dropped but what it ``keeps``)."""
+    rule = RULES[policy.runtime]
+    compaction = _setting(policy, "compaction", True)
+    micro = _setting(policy, "microcompaction", True)
+    limit = _setting(policy, "compact_at", None)
     upto = int(run.get("upto", -1))
     if run.get("inherits"):
         # the summariser: the parent's history up to the compaction, since its last one
@@ -182,30 +200,35 @@ def _claude_code(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: 
         cut = max((r.seq for r in inherited if r.boundary), default=-1) if compaction else -1
         for r in inherited:
             if r.seq > cut and not r.boundary:
-                out.included.append((r, "verbatim", "in_window", f"{RULES['claude-code']} "
-                                     "(the summariser is sent the parent's conversation)", r.tokens))
+                out.included.append((r, "verbatim", "in_window",
+                                     f"{rule} (the summariser is sent the parent's conversation)", r.tokens))
     hist = _history(th, run.get("thread"), upto)
-    # compactions before this request: (cut: records at or before it dropped, detail)
-    drops = [(b.seq, str(b.facts.get("detail") or "compacted")) for b in hist if b.boundary] \
-        if compaction else []
+    drops: list[_Drop] = []
+    if compaction:
+        for r in hist:
+            if r.boundary:
+                drops.append(_Drop(r.seq, str(r.facts.get("detail") or "compacted")))
+            elif isinstance(r.facts.get("compacts"), dict):
+                c = r.facts["compacts"]
+                drops.append(_Drop(r.seq, str(c.get("detail") or "compacted"),
+                                   frozenset(str(k) for k in c.get("keeps") or [])))
     if limit is not None and not run.get("inherits"):
-        drops += [(c, d) for c, at, d in _simulated_cuts(th, str(run.get("thread")), limit, overhead,
-                                                         compaction) if at <= upto]
-        drops.sort()
-    cut = drops[-1][0] if drops else -1
+        drops += [_Drop(c + 1, d) for c, at, d in _simulated_cuts(
+            th, str(run.get("thread")), limit, overhead, compaction) if at <= upto]
+    drops.sort(key=lambda d: d.cut)
     for r in hist:
         if r.boundary:
             continue  # an event, not content
-        if r.seq <= cut:
-            detail = next(d for c, d in drops if c >= r.seq)
-            out.omitted.append((r, "compacted", detail))
+        dropper = next((d for d in drops if d.cut > r.seq and r.id not in d.keeps), None)
+        if dropper is not None:
+            out.omitted.append((r, "compacted", dropper.detail))
             continue
         cleared = r.facts.get("cleared")
         if micro and isinstance(cleared, dict) and int(cleared.get("after", -1)) <= upto:
             out.included.append((r, "cleared", "elided", str(cleared.get("detail") or ""),
                                  int(cleared.get("tokens") or 0)))
         else:
-            out.included.append((r, "verbatim", "in_window", RULES["claude-code"], r.tokens))
+            out.included.append((r, "verbatim", "in_window", rule, r.tokens))
 
 
 def _swe_agent(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
@@ -244,7 +267,8 @@ def _chat(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
         out.included.append((r, "verbatim", "in_window", RULES["chat-full-history"], r.tokens))
 
 
-_FAMILIES = {"claude-code": _claude_code, "swe-agent": _swe_agent, "chat-full-history": _chat}
+_FAMILIES = {"claude-code": _since_compaction, "codex": _since_compaction,
+             "gemini-cli": _since_compaction, "swe-agent": _swe_agent, "chat-full-history": _chat}
 
 
 def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy) -> Assembly:
