@@ -184,14 +184,11 @@ def detect_format(path: Path) -> str:
             return name
         reasons[name] = reason
     tried = "; ".join(f"{f}: {reasons[f]}" for f in format_names() if f in reasons)
-    from .lookalikes import closest_unsupported
+    from .lookalikes import explain
 
-    looks = closest_unsupported(sample)
+    looks = explain(sample, reasons)
     if looks is not None:
-        raise ContextlensError(
-            f"{path}: looks like {looks[0]} ({looks[1]}), which no installed adapter reads yet "
-            f"(tried {tried})"
-        )
+        raise ContextlensError(f"{path}: {looks} (tried {tried})")
     raise ContextlensError(f"{path}: not a known transcript format (tried {tried})")
 
 
