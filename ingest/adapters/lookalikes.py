@@ -50,6 +50,9 @@ def _claude_code(sample: Sample) -> str | None:
 
 
 def _gemini(sample: Sample) -> str | None:
+    first = _first(sample)
+    if isinstance(first, dict) and {"sessionId", "projectHash"} <= set(first) and sample.document is None:
+        return "session metadata (sessionId, projectHash) on line 1"
     doc = sample.document
     if isinstance(doc, dict):
         if "sessionId" in doc and "messages" in doc:
