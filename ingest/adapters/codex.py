@@ -268,9 +268,10 @@ class _Rollout:
             elif t == "patch_apply_end" and p.get("success") is False:
                 self.failed_ids.add(p["call_id"])
             elif t == "mcp_tool_call_end":
-                res = p.get("result")
-                if isinstance(res, dict) and ("Err" in res or res.get("Ok", {}).get("isError") is True
-                                              or res.get("Ok", {}).get("is_error") is True):
+                res = p.get("result")  # Rust's Result: {"Ok": CallToolResult} or {"Err": text}
+                ok = res.get("Ok") if isinstance(res, dict) else None
+                if (isinstance(res, dict) and "Err" in res) or (
+                        isinstance(ok, dict) and (ok.get("isError") is True or ok.get("is_error") is True)):
                     self.failed_ids.add(p["call_id"])
 
     def _line(self, n: int, d: dict[str, Any]) -> None:
