@@ -277,9 +277,21 @@ class _Rollout:
     def _line(self, n: int, d: dict[str, Any]) -> None:
         kind = d.get("type")
         p = d.get("payload")
+        if "payload" not in d and kind not in LINE_TYPES:
+            # the first rollout shape (2025): the meta line bare, then bare response items
+            if is_legacy_meta(d) and self.system is None:
+                self._ts(d)
+                return
+            if kind is None and d.get("record_type") == "state":
+                return
+            if isinstance(kind, str):
+                self._item(n, d, self._ts(d))
+                return
         if not isinstance(p, dict):
             if kind in LINE_TYPES:
                 self.b.warn(f"{self.path.name} line {n}: {kind} without a payload object, skipped")
+            else:
+                self._unknown("line(s) without a type")
             return
         ts = self._ts(d)
         if kind == "session_meta":
@@ -495,6 +507,7 @@ class _Rollout:
         if t == "token_count":
             self._token_count(p, ts)
         elif t == "user_message":
+            self._input()
             self.user_events.append((as_text(p.get("message")), ts))
         elif t in ("task_started", "turn_started"):
             w = _int(p.get("model_context_window"))
@@ -544,6 +557,7 @@ class _Rollout:
 
     def _rollback(self, p: dict[str, Any], ts: dt.datetime) -> None:
         n = _int(p.get("num_turns")) or 0
+        self._flush_user_events()
         if n <= 0 or not self.user_turns:
             return
         self._close()
@@ -635,10 +649,26 @@ def adapt_codex(path: Path, out_dir: Path, estimator: TokenEstimator | None = No
     return b.write(out_dir)
 
 
+def is_legacy_meta(d: Any) -> bool:
+    """The first line of a rollout of the first shape: the session itself, no type."""
+    return (isinstance(d, dict) and "type" not in d and "payload" not in d
+            and isinstance(d.get("id"), str) and "timestamp" in d
+            and ("instructions" in d or "git" in d))
+
+
+ITEM_TYPES = OUTPUT_ITEMS | OUTPUT_OF_CALL | COMPACTION_ITEMS | {"message"}
+
+
 def sniff(lines: list[Any]) -> str | None:
     """None if these parsed JSON lines look like a Codex rollout, else why not."""
     if not lines:
         return "no JSON lines"
+    if is_legacy_meta(lines[0]):
+        rest = [d for d in lines[1:] if isinstance(d, dict) and d.get("record_type") != "state"]
+        if rest and all(d.get("type") in ITEM_TYPES for d in rest[:50]):
+            return None
+        if not rest:
+            return "a session line and no response item"
     typed = [d for d in lines if isinstance(d, dict) and "payload" in d]
     kinds = {d.get("type") for d in typed}
     if not typed or not kinds & LINE_TYPES:

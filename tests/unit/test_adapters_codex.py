@@ -118,7 +118,7 @@ def test_a_large_rollout_is_detected_on_its_head(tmp_path: Path) -> None:
 def _expected(path: Path) -> dict:
     """Counts from the raw rollout. A model response ends at a token_count whose running
     total moved (with input), or, in a rollout without token counts, where an input item
-    follows model output."""
+    (or the user's turn) follows model output."""
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
     items = [(d["type"], d["payload"]) for d in lines]
     tokens, seen = [], set()
@@ -132,6 +132,8 @@ def _expected(path: Path) -> dict:
     output = {"reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
     responses, in_output = 0, False
     for kind, p in items:
+        if kind == "event_msg" and p.get("type") == "user_message":
+            in_output = False  # the user's turn: input, whether or not an item records it
         if kind != "response_item":
             continue
         t = p.get("type")
@@ -193,3 +195,75 @@ def test_real_rollout_lists_in_the_cli(capsys, tmp_path: Path) -> None:
     code, out, err = run(capsys, "list", "--db", str(db))
     assert code == 0, err
     assert len([ln for ln in out.splitlines() if ":asm" in ln]) == _expected(REAL[0])["requests"]
+
+
+def _write(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines), encoding="utf-8")
+    return path
+
+
+def _ri(t: str, payload: dict) -> dict:
+    return {"timestamp": t, "type": "response_item", "payload": payload}
+
+
+def _user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def test_variants_events_rollback_and_summary_compaction(tmp_path: Path) -> None:
+    """A rollout whose user turns are events only, an exit code from exec_command_end, an
+    output with success false, a rollback and an older compaction (summary text, no
+    replacement history); no token counts: every request is estimated."""
+    t = "2026-03-02T08:00:%02dZ"
+    ev = lambda i, p: {"timestamp": t % i, "type": "event_msg", "payload": p}  # noqa: E731
+    path = _write(tmp_path / "rollout-v.jsonl", [
+        {"timestamp": t % 0, "type": "session_meta", "payload": {"id": "v", "cwd": "/r"}},
+        ev(1, {"type": "user_message", "message": "run the build"}),
+        _ri(t % 2, {"type": "function_call", "name": "shell", "arguments": '{"command":["make"]}',
+                    "call_id": "c1"}),
+        ev(3, {"type": "exec_command_end", "call_id": "c1", "exit_code": 2}),
+        _ri(t % 3, {"type": "function_call_output", "call_id": "c1", "output": "make: *** [all] Error 2"}),
+        _ri(t % 4, {"type": "function_call", "name": "mcp__db__query", "arguments": "{}", "call_id": "c2"}),
+        _ri(t % 5, {"type": "function_call_output", "call_id": "c2",
+                    "output": {"content": "err: timeout", "success": False}}),
+        _ri(t % 6, {"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": "The build fails."}]}),
+        ev(7, {"type": "user_message", "message": "try again"}),
+        _ri(t % 8, {"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": "Retrying."}]}),
+        ev(9, {"type": "thread_rolled_back", "num_turns": 1}),
+        {"timestamp": t % 10, "type": "compacted", "payload": {"message": "The user builds; make fails."}},
+        ev(11, {"type": "user_message", "message": "what now?"}),
+        _ri(t % 12, {"type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": "Fix the Makefile."}]}),
+    ])
+    res = adapt(path, tmp_path / "export")
+    assert res.stats["user_messages_from_events"] == 3 and res.stats["rollbacks"] == 1
+    db = tmp_path / "s.duckdb"
+    ingest(res.export_dir, db)
+    assert sql(db, "select count(*) from context_assemblies where list_contains(tags, 'tokens:estimated')")[0][0] == 5
+    assert sql(db, "select tool_name, status from tool_calls order by requested_at") == [
+        ("shell", "failed"), ("mcp__db__query", "failed")]
+    last = _records(db, 4)
+    # the user's turns kept by the compaction (not the rolled-back one), its summary, the question
+    assert [c for _, _, c in last] == ["run the build", "The user builds; make fails.", "what now?"]
+    reasons = dict(sql(db, """select reason_code, count(*) from assembly_records
+        where assembly_id = (select assembly_id from context_assemblies order by assembled_at
+                             limit 1 offset 4) and decision = 'omitted' group by 1"""))
+    assert reasons == {"compacted": 5, "superseded": 2}
+
+
+def test_the_first_rollout_shape_is_read(tmp_path: Path) -> None:
+    """2025 rollouts: the session line bare, then bare response items, no timestamps."""
+    path = _write(tmp_path / "rollout-old.jsonl", [
+        {"id": "o1", "timestamp": "2025-05-01T10:00:00Z", "instructions": None, "git": {}},
+        {"record_type": "state"},
+        _user("hello"),
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "abc"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]},
+        {"record_type": "state"},
+    ])
+    assert detect_format(path) == "codex"
+    db = _load(path, tmp_path)
+    assert [c for _, _, c in _records(db, 0)] == ["hello"]
+    assert sql(db, "select count(*) from model_runs")[0][0] == 1
