@@ -214,6 +214,8 @@ class _Session:
             self.b.warn(f"{label}: not a session message (type {kind!r}), skipped")
             return
         mid = m.get("id") if isinstance(m.get("id"), str) else f"#{i}"
+        if mid in self.recs:
+            mid = f"{mid}#{i}"  # an id used twice: two messages all the same
         t = self.ts(m.get("timestamp"))
         text = blocks_text(m.get("content"))
         recs: list[Rec] = []
