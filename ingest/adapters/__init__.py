@@ -6,7 +6,8 @@
     ingest.store.ingest(res.export_dir, "store.duckdb")
 
 Formats: ``claude-code`` (Claude Code session JSONL, with its ``<session>/subagents/``
-folder), ``openai-chat`` (OpenAI chat messages with ``tool_calls``; tau-bench ``traj``),
+folder), ``codex`` (Codex CLI rollout JSONL), ``gemini-cli`` (Gemini CLI session JSON or
+its JSONL log), ``openai-chat`` (OpenAI chat messages with ``tool_calls``; tau-bench ``traj``),
 ``anthropic-messages`` (Anthropic Messages API request bodies, optionally with responses),
 and ``export`` (already an export folder: nothing to convert). Other packages add formats
 through the entry point group ``contextlens.adapters`` (see ``registry``). See

@@ -1,34 +1,65 @@
-"""Formats a transcript may look like that no installed adapter reads: the unknown-format
-error names the closest one and the evidence, instead of only listing what was tried.
+"""What a transcript that no adapter accepted looks like: the unknown-format error names the
+closest known format, the evidence, and why the file still did not match ("looks like a
+Codex CLI rollout (session_meta on line 1) but does not match codex (no line is …)"), or
+that no installed adapter reads that format.
 
-Each recogniser reads the detection ``Sample`` (never the file) and returns the evidence it
-found ("session_meta on line 1"), or None. They are deliberately cheap and specific: a
-format named here that an adapter later reads is simply detected by that adapter first.
+Each recogniser reads the detection ``Sample`` (the bounded head of the file, never more)
+and returns the evidence it found, or None. They are looser than the adapters' sniffers on
+purpose: they say what a file resembles, the sniffer decides whether it is that format.
 """
 
 from __future__ import annotations
 
 import zipfile
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from .files import Sample
 
-__all__ = ["LOOKALIKES", "closest_unsupported"]
+__all__ = ["LOOKALIKES", "explain"]
+
+_SCAN = 50  # lines a recogniser looks at
 
 
 def _first(sample: Sample) -> Any:
     return sample.lines[0] if sample.lines else None
 
 
+def _objects(sample: Sample) -> Iterable[tuple[int, dict[str, Any]]]:
+    for n, line in enumerate((sample.lines or [])[:_SCAN], 1):
+        if isinstance(line, dict):
+            yield n, line
+
+
 def _codex(sample: Sample) -> str | None:
     first = _first(sample)
-    if isinstance(first, dict) and first.get("type") == "session_meta" and "payload" in first:
+    if isinstance(first, dict) and first.get("type") == "session_meta":
         return "session_meta on line 1"
-    for n, line in enumerate(sample.lines or [], 1):
-        if isinstance(line, dict) and line.get("type") in ("response_item", "turn_context"):
+    for n, line in _objects(sample):
+        if line.get("type") in ("response_item", "turn_context", "compacted") and "payload" in line:
             return f"{line['type']} on line {n}"
-        if n >= 50:
-            break
+    return None
+
+
+def _claude_code(sample: Sample) -> str | None:
+    for n, line in _objects(sample):
+        if line.get("type") in ("user", "assistant") and isinstance(line.get("message"), dict):
+            return f"a {line['type']} line with a message on line {n}"
+        if "sessionId" in line and ("parentUuid" in line or "uuid" in line):
+            return f"sessionId and uuid on line {n}"
+    return None
+
+
+def _gemini(sample: Sample) -> str | None:
+    first = _first(sample)
+    if isinstance(first, dict) and {"sessionId", "projectHash"} <= set(first) and sample.document is None:
+        return "session metadata (sessionId, projectHash) on line 1"
+    doc = sample.document
+    if isinstance(doc, dict):
+        if "sessionId" in doc and "messages" in doc:
+            return "top-level keys sessionId and messages"
+        msgs = doc.get("messages")
+        if isinstance(msgs, list) and any(isinstance(m, dict) and m.get("type") == "gemini" for m in msgs[:_SCAN]):
+            return 'messages of type "gemini"'
     return None
 
 
@@ -42,7 +73,7 @@ def _inspect_json(sample: Sample) -> str | None:
 def _inspect_zip(sample: Sample) -> str | None:
     if not sample.head.startswith(b"PK\x03\x04"):
         return None
-    try:
+    try:  # the zip's directory: its names only, no member is read
         names = zipfile.ZipFile(sample.path).namelist()[:200]
     except (zipfile.BadZipFile, OSError):
         return None
@@ -69,23 +100,61 @@ def _esaa(sample: Sample) -> str | None:
     return None
 
 
-# (what it looks like, recogniser), most specific first
-LOOKALIKES: tuple[tuple[str, Callable[[Sample], str | None]], ...] = (
-    ("a Codex CLI rollout", _codex),
-    ("an inspect_ai eval log", _inspect_json),
-    ("an inspect_ai .eval archive", _inspect_zip),
-    ("a Letta agent file", _letta),
-    ("an ESAA event log", _esaa),
+def _messages(sample: Sample) -> list[Any] | None:
+    doc = sample.document
+    if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        return doc["messages"]
+    if isinstance(doc, list):
+        return doc
+    return None
+
+
+def _anthropic(sample: Sample) -> str | None:
+    doc = sample.document
+    if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        model = doc.get("model")
+        if isinstance(model, str) and model.startswith("claude"):
+            return f"a messages list and model {model!r}"
+        if "max_tokens" in doc and "system" in doc:
+            return "a messages list with max_tokens and system"
+    return None
+
+
+def _openai(sample: Sample) -> str | None:
+    msgs = _messages(sample)
+    if msgs and any(isinstance(m, dict) and "role" in m and "content" in m for m in msgs[:_SCAN]):
+        return 'a list of messages with "role" and "content"'
+    return None
+
+
+# (format names an adapter may be registered under, what it looks like, recogniser), most
+# specific first. A format with no installed adapter is named as not read yet.
+LOOKALIKES: tuple[tuple[tuple[str, ...], str, Callable[[Sample], str | None]], ...] = (
+    (("codex",), "a Codex CLI rollout", _codex),
+    (("claude-code",), "a Claude Code session", _claude_code),
+    (("gemini-cli",), "a Gemini CLI session", _gemini),
+    (("inspect-ai", "inspect_ai", "inspect"), "an inspect_ai eval log", _inspect_json),
+    (("inspect-ai", "inspect_ai", "inspect"), "an inspect_ai .eval archive", _inspect_zip),
+    (("letta", "letta-af", "letta-agent-file"), "a Letta agent file", _letta),
+    (("esaa", "esaa-events"), "an ESAA event log", _esaa),
+    (("anthropic-messages",), "an Anthropic Messages request log", _anthropic),
+    (("openai-chat",), "OpenAI chat messages", _openai),
 )
 
 
-def closest_unsupported(sample: Sample) -> tuple[str, str] | None:
-    """(what the file looks like, the evidence), or None when it looks like none of them."""
-    for name, recognise in LOOKALIKES:
+def explain(sample: Sample, tried: Mapping[str, str]) -> str | None:
+    """What the file looks like and why it was not read, for the unknown-format error:
+    ``tried`` holds every installed format's reason for refusing it. None when the file
+    looks like no known format."""
+    for names, what, recognise in LOOKALIKES:
         try:
             evidence = recognise(sample)
         except Exception:  # noqa: BLE001 - a recogniser must never break the error it explains
             evidence = None
-        if evidence:
-            return name, evidence
+        if not evidence:
+            continue
+        refused = next((n for n in names if n in tried), None)
+        if refused is not None:
+            return f"looks like {what} ({evidence}) but does not match {refused} ({tried[refused]})"
+        return f"looks like {what} ({evidence}), which no installed adapter reads yet"
     return None

@@ -30,11 +30,12 @@ BUILTIN: dict[str, str] = {
     "openai-chat": "ingest.adapters.openai_chat:OpenAIChatAdapter",
     "anthropic-messages": "ingest.adapters.anthropic_messages:AnthropicMessagesAdapter",
     "gemini-cli": "ingest.adapters.gemini_cli:GeminiCliAdapter",
+    "codex": "ingest.adapters.codex:CodexAdapter",
 }
 # Detection order of the built-ins: Claude Code lines are the most specific; an Anthropic
 # request body would also pass for an OpenAI conversation, so Anthropic is asked first; a
 # Gemini CLI session (typed messages, no roles) matches neither of those.
-DETECT_ORDER = ("claude-code", "gemini-cli", "anthropic-messages", "openai-chat")
+DETECT_ORDER = ("claude-code", "codex", "gemini-cli", "anthropic-messages", "openai-chat")
 
 
 @runtime_checkable
@@ -183,14 +184,11 @@ def detect_format(path: Path) -> str:
             return name
         reasons[name] = reason
     tried = "; ".join(f"{f}: {reasons[f]}" for f in format_names() if f in reasons)
-    from .lookalikes import closest_unsupported
+    from .lookalikes import explain
 
-    looks = closest_unsupported(sample)
+    looks = explain(sample, reasons)
     if looks is not None:
-        raise ContextlensError(
-            f"{path}: looks like {looks[0]} ({looks[1]}), which no installed adapter reads yet "
-            f"(tried {tried})"
-        )
+        raise ContextlensError(f"{path}: {looks} (tried {tried})")
     raise ContextlensError(f"{path}: not a known transcript format (tried {tried})")
 
 

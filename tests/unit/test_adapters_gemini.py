@@ -4,6 +4,7 @@ here from the raw JSON, independently of the adapter), detection, and the comman
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -95,15 +96,25 @@ def test_not_a_session_is_refused_by_name(tmp_path: Path) -> None:
         adapt(f, tmp_path / "out", fmt="gemini-cli")
 
 
+def _failed(tc: dict) -> bool:
+    outputs = [r["functionResponse"]["response"] for r in tc.get("result") or []
+               if isinstance(r, dict) and "functionResponse" in r]
+    texts = [o.get("output") or "" for o in outputs if isinstance(o, dict)]
+    return (tc.get("status") in ("error", "cancelled")
+            or any(isinstance(o, dict) and o.get("error") for o in outputs)
+            or any(re.search(r"^Exit Code: [1-9]\d*$", t, re.M) for t in texts))
+
+
 def _expected(path: Path) -> dict:
     doc = json.loads(path.read_text(encoding="utf-8"))
     gem = [m for m in doc["messages"] if m.get("type") == "gemini"]
     calls = [tc for m in gem for tc in (m.get("toolCalls") or [])]
     return {
         "requests": len(gem),
-        "tokens": sorted(m["tokens"]["input"] for m in gem),
+        # a response the CLI recorded no usage for has zeros (or null): not a recorded count
+        "tokens": sorted(m["tokens"]["input"] for m in gem if (m.get("tokens") or {}).get("input")),
         "tool_calls": len(calls),
-        "failed": sum(tc.get("status") in ("error", "cancelled") for tc in calls),
+        "failed": sum(_failed(tc) for tc in calls),
         "results": sum(bool(tc.get("result")) for tc in calls),
         "models": {m["model"] for m in gem},
     }
@@ -115,10 +126,9 @@ def test_real_sessions(path: Path, tmp_path: Path) -> None:
     assert detect_format(path) == "gemini-cli"
     exp = _expected(path)
     db = _load(path, tmp_path)
-    asm = sql(db, "select assembled_tokens, model from context_assemblies")
+    asm = sql(db, "select assembled_tokens, model, list_contains(tags, 'tokens:recorded') from context_assemblies")
     assert len(asm) == exp["requests"]
-    assert sorted(a[0] for a in asm) == exp["tokens"]
-    assert sum(a[0] for a in asm) == sum(exp["tokens"])
+    assert sorted(a[0] for a in asm if a[2]) == exp["tokens"]
     assert {a[1] for a in asm} == exp["models"]
     assert sql(db, "select count(*) from tool_calls")[0][0] == exp["tool_calls"]
     assert sql(db, "select count(*) from tool_calls where status = 'failed'")[0][0] == exp["failed"]
@@ -129,3 +139,47 @@ def test_real_sessions(path: Path, tmp_path: Path) -> None:
         left join assembly_records r on r.assembly_id = a.assembly_id and r.decision = 'included'
         group by a.assembly_id, a.assembled_at order by a.assembled_at""")]
     assert sizes[0] >= 1 and all(b > a for a, b in zip(sizes, sizes[1:]))
+
+
+LOG = FIX / "gemini_session.jsonl"
+
+
+def test_jsonl_log_updates_rewinds_and_compression(tmp_path: Path) -> None:
+    """The newer CLIs' append-only log: a message appended again is one message (its last
+    version), a rewind drops the turns after it, a compression replaces the history."""
+    assert detect_format(LOG) == "gemini-cli"
+    db = _load(LOG, tmp_path)
+    asm = sql(db, "select assembled_tokens, model, list_contains(tags, 'tokens:recorded') "
+                  "from context_assemblies order by assembled_at")
+    # g1 got its usage in a later line; every response is one request
+    assert [(a[0], a[1]) for a in asm] == [(3000, "gemini-2.5-pro"), (3200, "gemini-2.5-pro"),
+                                          (3300, "gemini-2.5-pro"), (900, "gemini-2.5-flash")]
+    assert all(a[2] for a in asm)
+    # the shell call whose command exited 1 failed, though the CLI's status says success
+    assert sql(db, "select tool_name, status from tool_calls order by requested_at, tool_call_id") == [
+        ("run_shell_command", "succeeded"), ("run_shell_command", "failed")]
+    # the request after the rewind and the compression: the compression's turns and the
+    # user's question only
+    assert [v for _, v in _included(db, 3)] == [
+        "<state_snapshot>the user listed files</state_snapshot>",
+        "Got it. Thanks for the additional context!", "Summarise a.txt"]
+    omitted = sql(db, """
+        select r.reason_code, count(*) from assembly_records r
+        where r.assembly_id = (select assembly_id from context_assemblies order by assembled_at
+                               limit 1 offset 3) and r.decision = 'omitted' group by 1 order by 1""")
+    # compacted: u1, g1's two calls and results, g2; superseded by the rewind: u2, g3
+    assert omitted == [("compacted", 6), ("superseded", 2)]
+    # no request made the compression's turns, and the CLI's notice is never sent
+    assert sql(db, "select count(*) from messages where speaker_label = 'compression'")[0][0] == 2
+    assert sql(db, "select count(*) from messages where model_run_id is null and role = 'assistant'")[0][0] == 1
+
+
+def test_a_log_whose_lines_are_not_messages_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "session-x.jsonl"
+    f.write_text(json.dumps({"sessionId": "s", "projectHash": "p"}) + "\n"
+                 + json.dumps({"kind": "other"}) + "\n")
+    with pytest.raises(ContextlensError) as err:
+        detect_format(f)
+    assert str(err.value).startswith(
+        f"{f}: looks like a Gemini CLI session (session metadata (sessionId, projectHash) on line 1) "
+        "but does not match gemini-cli (lines after the metadata are not messages")

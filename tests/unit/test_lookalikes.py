@@ -13,9 +13,6 @@ from ingest.adapters import detect_format
 from ingest.errors import ContextlensError
 
 CASES = {
-    "rollout.jsonl": ("a Codex CLI rollout (session_meta on line 1)",
-                      '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","payload":{"id":"x"}}\n'
-                      '{"timestamp":"2026-02-23T11:54:53Z","type":"response_item","payload":{}}\n'),
     "eval.json": ("an inspect_ai eval log",
                   json.dumps({"version": 2, "status": "success", "eval": {}, "samples": []})),
     "agent.af": ("a Letta agent file", json.dumps({"agents": [], "blocks": [], "tools": []})),
@@ -43,6 +40,50 @@ def test_an_inspect_archive_is_named(tmp_path: Path) -> None:
         z.writestr("samples/1_epoch_1.json", "{}")
     with pytest.raises(ContextlensError, match="looks like an inspect_ai .eval archive"):
         detect_format(path)
+
+
+# files close to a format an installed adapter reads, but not it: the error says which
+# format, the evidence, and that adapter's reason
+NEAR = {
+    "rollout.jsonl": (
+        "looks like a Codex CLI rollout (session_meta on line 1) but does not match codex "
+        '(no line is {"type": session_meta/response_item/event_msg, "payload": …})',
+        '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","meta":{"id":"x"}}\n'
+        '{"timestamp":"2026-02-23T11:54:53Z","type":"response","item":{}}\n'),
+    "session.json": (
+        "looks like a Gemini CLI session (top-level keys sessionId and messages) but does not "
+        'match gemini-cli (messages have no "type" user/gemini/info/error',
+        json.dumps({"sessionId": "s", "messages": [{"type": "model", "content": "hi"}]})),
+    "chat.json": (
+        'looks like OpenAI chat messages (a list of messages with "role" and "content") but does '
+        "not match openai-chat",
+        json.dumps({"messages": [{"role": "bot", "content": "hi"}]})),
+    "claude.jsonl": (
+        "looks like a Claude Code session (a user line with a message on line 1) but does not "
+        "match claude-code",
+        '{"type":"user","message":{"role":"user","content":"hi"}}\n'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEAR))
+def test_a_near_miss_names_the_format_and_why_not(tmp_path: Path, name: str) -> None:
+    expected, text = NEAR[name]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ContextlensError) as err:
+        detect_format(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {expected}") and "\n" not in message, message
+    assert "(tried claude-code:" in message
+
+
+def test_a_real_rollout_is_no_longer_a_lookalike(tmp_path: Path) -> None:
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(
+        '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","payload":{"id":"x"}}\n'
+        '{"timestamp":"2026-02-23T11:54:53Z","type":"response_item","payload":{"type":"message",'
+        '"role":"user","content":[{"type":"input_text","text":"hi"}]}}\n', encoding="utf-8")
+    assert detect_format(path) == "codex"
 
 
 def test_a_file_like_nothing_known_says_so(tmp_path: Path) -> None:
