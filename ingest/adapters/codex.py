@@ -201,6 +201,10 @@ class _Rollout:
         self.last_rec_ts = EPOCH
         self.unknown: dict[str, int] = {}
         self.compactions = 0
+        # every record in the order the rollout wrote them: the thread the runtime
+        # policy (codex: the whole history since the last compaction) replays
+        self.thread: list[Rec] = []
+        self.pending_compaction: dict[str, Any] | None = None
         # user turns seen as events and as response items since the model last spoke
         self.user_events: list[tuple[str, dt.datetime]] = []
         self.user_items = 0
@@ -216,6 +220,12 @@ class _Rollout:
     def _add(self, rec: Rec, ts: dt.datetime) -> None:
         self.history.append(rec)
         self.last_rec_ts = max(self.last_rec_ts, ts)
+        self.thread.append(rec)
+        if self.pending_compaction is not None:
+            # the first record of the history a compaction wrote: the runtime policy
+            # drops what came before it (but what it kept) from here on
+            self.b.fact(rec.id, compacts=self.pending_compaction)
+            self.pending_compaction = None
 
     # -- the file
     def read(self) -> None:
@@ -249,6 +259,7 @@ class _Rollout:
                             f"({type(err).__name__}: {err})")
         self._flush_user_events()
         self._close()
+        self.b.thread(self.cid, ([self.system] if self.system else []) + self.thread)
         for kind, count in sorted(self.unknown.items()):
             self.b.warn(f"{self.path.name}: {count} {kind} skipped (a type this adapter does not know)")
             self.b.bump("unknown_items", count)
@@ -562,6 +573,9 @@ class _Rollout:
             return
         self._close()
         cut = self.user_turns[-min(n, len(self.user_turns))]
+        # a rollback rewrites the history: the requests after it are not the runtime
+        # policy's (it models compaction only), so they stay observed
+        self.b.runtime = "observed"
         detail = f"rolled back at {ts.isoformat()} (thread_rolled_back, {n} turns)"
         self.dropped += [(r, "superseded", "window", detail) for r in self.history[cut:]]
         del self.history[cut:]
@@ -583,6 +597,9 @@ class _Rollout:
             how = "replaced by the user messages and the summary"
         keep_ids = {r.id for r in kept}
         detail = f"dropped by compaction #{k} at {ts.isoformat()} ({how})"
+        # the base instructions are sent with every request, compacted or not
+        system = [self.system.id] if self.system else []
+        self.pending_compaction = {"detail": detail, "keeps": sorted(keep_ids) + system}
         self.dropped += [(r, "compacted", "window", detail) for r in old if r.id not in keep_ids]
         self.history, self.user_turns = list(kept), list(range(len(kept)))
         if isinstance(replacement, list):
@@ -639,6 +656,7 @@ def _models(lines: list[tuple[int, Any]]) -> Iterator[str | None]:
 def adapt_codex(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
     data = path.read_bytes()
     b = Builder(FORMAT, path, data, estimator)
+    b.runtime = "codex"  # the whole history since the last compaction (replay/runtimes.py)
     lines = list(iter_jsonl(path, data, b))
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
         # an OpenAI model's own tokenizer counts exactly; others are calibrated on the recording

@@ -196,6 +196,10 @@ class _Session:
         self.last_user: str | None = None
         self.cid = ""
         self.user = ""
+        # every record in the order it was written: the thread the runtime policy
+        # (gemini-cli: the whole history since the last compression) replays
+        self.thread: list[Rec] = []
+        self.pending_compression: dict[str, Any] | None = None
 
     def ts(self, value: Any) -> dt.datetime:
         t = parse_ts(value)
@@ -233,6 +237,12 @@ class _Session:
             self._response(m, label, t, text, recs)
         self.order.append(mid)
         self.recs[mid] = recs
+        self.thread += recs
+        if recs and self.pending_compression is not None:
+            # the first record a compression wrote: what came before it is dropped from
+            # here on, but the turns it kept
+            self.b.fact(recs[0].id, compacts=self.pending_compression)
+            self.pending_compression = None
 
     def _response(self, m: dict[str, Any], label: str, t: dt.datetime, text: str,
                   recs: list[Rec]) -> None:
@@ -275,6 +285,7 @@ class _Session:
         for gone in self.order[at:]:
             self.dropped += [(r, "superseded", "window", detail) for r in self.recs.get(gone, [])]
         del self.order[at:]
+        self.b.runtime = "observed"  # a rewound history is not the runtime policy's
         self.b.bump("rewinds")
 
     def replace(self, messages: list[Any]) -> None:
@@ -289,14 +300,22 @@ class _Session:
             if mid not in keep:
                 self.dropped += [(r, "compacted", "window", detail) for r in self.recs.get(mid, [])]
         known = set(self.recs)
+        kept = [r.id for mid in keep if mid in known for r in self.recs.get(mid, [])]
+        self.pending_compression = {"detail": detail, "keeps": kept}
         self.order = []
+        wrote = False
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
                 continue
             if m.get("id") in known:
+                if wrote:
+                    # a kept turn after the summary: not the order the records were written
+                    # in, which the runtime policy replays
+                    self.b.runtime = "observed"
                 self.order.append(m["id"])
             else:
                 self.message(i, m, synthetic=True)
+                wrote = True
         self.b.bump("compressions")
 
 
@@ -313,6 +332,7 @@ def adapt_gemini_cli(path: Path, out_dir: Path, estimator: TokenEstimator | None
     s.cid = b.conversation(first_user or f"Gemini CLI session {as_text(meta.get('sessionId'))}",
                            s.clock[0])
     s.user = b.user_of[s.cid]
+    b.runtime = "gemini-cli"  # the whole history since the last compression (replay/runtimes.py)
     for i, (kind, value) in enumerate(events):
         if kind == "msg":
             s.message(i, value)
@@ -320,6 +340,7 @@ def adapt_gemini_cli(path: Path, out_dir: Path, estimator: TokenEstimator | None
             s.rewind(value)
         else:
             s.replace(value)
+    b.thread(s.cid, s.thread)
     return b.write(out_dir)
 
 
