@@ -225,3 +225,27 @@ def test_compacting_earlier_drops_history_and_saves_tokens(capsys, tmp_path: Pat
     assert {r["reason"] for r in earlier["records"]["newly_omitted"]["by"]} == {"compacted"}
     never = run_json(capsys, "compare", "recorded", "claude-code:compact_at=100000000", "--db", str(db))
     assert never["affected"] == 0 and never["tokens"]["delta"] == 0
+
+
+CODEX = sorted(REALDATA.glob("codex-localpush/*.jsonl"))
+GEMINI = sorted([*REALDATA.glob("gemini-cli-entire/*.json"), *REALDATA.glob("codemie-code/*.json")])
+
+
+@pytest.mark.skipif(not CODEX or not GEMINI, reason="shared/realdata is not beside this checkout")
+@pytest.mark.parametrize("path", [*CODEX, *GEMINI], ids=lambda p: p.name[:24])
+def test_real_codex_and_gemini_sessions_verify_faithful_under_their_runtime(capsys, tmp_path: Path,
+                                                                           path: Path) -> None:
+    db = _store(capsys, path, tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    assert {r["policy_version"] for r in rows} == {"codex" if "rollout" in path.name else "gemini-cli"}
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 0, out + err
+    assert f"checked {len(rows)}: {len(rows)} faithful" in out
+
+
+@pytest.mark.skipif(not CODEX, reason="shared/realdata is not beside this checkout")
+def test_codex_without_compaction_resends_what_it_replaced(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, CODEX[0], tmp_path)
+    report = run_json(capsys, "compare", "codex", "codex:compaction=false", "--db", str(db))
+    assert report["affected"] > 0 and report["tokens"]["delta"] > 0
+    assert {r["reason"] for r in report["records"]["newly_included"]["by"]} == {"compacted"}
