@@ -330,7 +330,8 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
 # the runtime key that decides a record's outcome under a runtime policy, by family and reason
 _RUNTIME_KEYS = {("claude-code", "compacted"): "compaction", ("claude-code", "elided"): "microcompaction",
                  ("codex", "compacted"): "compaction", ("gemini-cli", "compacted"): "compaction",
-                 ("swe-agent", "elided"): "last_n_observations.n"}
+                 ("swe-agent", "elided"): "last_n_observations.n",
+                 ("esaa", "outside_window"): "last_n", ("esaa", "participant_private"): "shared"}
 
 
 def _observed(assembly: dict[str, Any], rec: dict[str, Any], name: str) -> str:

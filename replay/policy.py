@@ -238,6 +238,10 @@ RUNTIMES: dict[str, dict[str, tuple[type, Any, str]]] = {
         "last_n_observations.polling": (int, None, "how often the kept window moves"),
     },
     "chat-full-history": {},
+    "esaa": {
+        "last_n": (int, None, "events of the agent's view in its context (the last n)"),
+        "shared": (bool, False, "every event of the log is in every agent's view, not only its own"),
+    },
 }
 
 DESCRIPTIONS = {
@@ -246,6 +250,7 @@ DESCRIPTIONS = {
     "gemini-cli": "Gemini CLI: the whole session history, replaced by the compressed history at a compression",
     "swe-agent": "SWE-agent: the whole history after the trajectory's history processors",
     "chat-full-history": "Chat loop: every earlier message, verbatim",
+    "esaa": "ESAA: the last n events of the log visible to the agent (context --agent A --last n)",
 }
 
 @dataclass(frozen=True)
@@ -314,6 +319,7 @@ RUNTIME_RULES = {
     "gemini-cli": "Gemini CLI sends the whole session history since its last compression",
     "swe-agent": "SWE-agent sends the whole history after its history processors",
     "chat-full-history": "the chat loop sends every earlier message",
+    "esaa": "ESAA gives an agent the last events of the log it can see",
 }
 
 

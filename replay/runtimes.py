@@ -267,8 +267,33 @@ def _chat(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
         out.included.append((r, "verbatim", "in_window", RULES["chat-full-history"], r.tokens))
 
 
+def _esaa(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], out: _Out,
+          overhead: int) -> None:
+    """ESAA's context rule (``context --agent A --last N``): of the earlier events, the
+    last N visible to the agent (its own: ``agents`` facts), in log order; older visible
+    ones are outside the window, the others not visible to it."""
+    settings = run.get("settings") or {}
+    agent = str(settings.get("agent") or "")
+    n = int(policy.setting("last_n", settings.get("last_n")) or 0)
+    shared = policy.setting("shared")
+    hist = _history(th, run.get("thread"), int(run.get("upto", -1)))
+    visible = [r for r in hist if shared or agent in (r.facts.get("agents") or [])]
+    window = {r.id for r in visible[-n:]} if n > 0 else set()
+    for r in hist:
+        if r.id in window:
+            out.included.append((r, "verbatim", "in_window", f"{RULES['esaa']} (the last {n})", r.tokens))
+        elif shared or agent in (r.facts.get("agents") or []):
+            out.omitted.append((r, "outside_window", f"older than the last {n} events visible to {agent} "
+                                f"(ESAA context --agent {agent} --last {n})"))
+        else:
+            who = ", ".join(sorted(r.facts.get("agents") or [])) or "no agent"
+            out.omitted.append((r, "participant_private", f"not visible to {agent}: an event of {who} "
+                                f"(ESAA context --agent {agent} shows only its own events)"))
+
+
 _FAMILIES = {"claude-code": _since_compaction, "codex": _since_compaction,
-             "gemini-cli": _since_compaction, "swe-agent": _swe_agent, "chat-full-history": _chat}
+             "gemini-cli": _since_compaction, "swe-agent": _swe_agent, "chat-full-history": _chat,
+             "esaa": _esaa}
 
 
 def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy) -> Assembly:
@@ -293,16 +318,16 @@ def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy
     full = 0
 
     def add(r: _Rec, decision: str, rendering: str | None, reason: str, detail: str,
-            tokens: int) -> None:
+            tokens: int, family: str = "window") -> None:
         # included records all come first: the count so far is the prompt position
         position = len(sel) if decision == "included" else None
         records.append({"assembly_id": request.assembly_id, "record_kind": r.kind,
                         "record_id": r.id, "decision": decision, "rendering": rendering,
-                        "position": position, "policy_family": "window", "reason_code": reason,
+                        "position": position, "policy_family": family, "reason_code": reason,
                         "detail": detail, "tokens": tokens})
         decisions.append({"decision_id": f"{request.assembly_id}:replay:d{len(decisions)}",
                           "assembly_id": request.assembly_id, "step": len(decisions),
-                          "record_kind": r.kind, "record_id": r.id, "policy_family": "window",
+                          "record_kind": r.kind, "record_id": r.id, "policy_family": family,
                           "outcome": "allow" if decision == "included" else "deny",
                           "reason_code": reason, "detail": detail})
         sel.append((r.kind, r.id, decision, rendering, position))
@@ -322,7 +347,8 @@ def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy
         if (r.kind, r.id) in seen:
             continue
         seen.add((r.kind, r.id))
-        add(r, "omitted", None, reason, detail, r.tokens)
+        add(r, "omitted", None, reason, detail, r.tokens,
+            "visibility" if reason == "participant_private" else "window")
         full += r.tokens
         messages_all += r.kind == "message"
     included_count = sum(1 for s in sel if s[2] == "included")
