@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -209,7 +210,8 @@ def _work_list(ray: Any, exports: list[_Export]) -> list[tuple[int, str, int]]:
             owner[str(f.resolve())] = i
             files.append(str(f.resolve()))
     try:
-        ds = ray.data.read_parquet(files, columns=["conversation_id"], include_paths=True)
+        ds = ray.data.read_parquet(files, include_paths=True).select_columns(
+            ["path", "conversation_id"])
         counted = ds.map_batches(_count_conversations, batch_format="pyarrow", batch_size=None)
         tables = [t for t in (pa.Table.from_batches(b.to_batches()) if isinstance(b, pa.Table)
                               else b for b in ray.get(counted.to_arrow_refs())) if t.num_rows]
@@ -334,8 +336,13 @@ def _task(batch: dict[str, Any], job: RayJob,
     indices, payloads = [], []
     for index, export, convs in zip(batch["partition"], batch["export"], batch["conversations"]):
         indices.append(int(index))
-        payloads.append(pickle.dumps(runner(job, int(export), [str(c) for c in convs]),
-                                     protocol=pickle.HIGHEST_PROTOCOL))
+        try:
+            output = runner(job, int(export), [str(c) for c in convs])
+        except ContextlensError as err:
+            # bad input (a damaged file): the same on any retry, and Ray would reduce it to
+            # a stack trace in text; the driver raises it as the one line it is
+            output = {"error": str(err), "exit_code": err.exit_code}
+        payloads.append(pickle.dumps(output, protocol=pickle.HIGHEST_PROTOCOL))
     import numpy as np
 
     return {"partition": np.array(indices, dtype=np.int64),
@@ -392,8 +399,10 @@ def quiet() -> None:
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
     ctx.execution_options.preserve_order = True
+    # a failed run is reported as one line by the driver: Ray's own error logs would
+    # repeat it as stack traces
     for name in ("ray.data", "ray"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _default_partitions(ray: Any, total_requests: int) -> int:
@@ -429,7 +438,12 @@ def _run(ray: Any, job: RayJob, partitions: list[Partition], progress: Progress 
     try:
         for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
             for payload in batch["payload"]:
-                yield pickle.loads(payload)
+                output = pickle.loads(payload)
+                if "error" in output:
+                    failed = ContextlensError(output["error"])
+                    failed.exit_code = output["exit_code"]
+                    raise failed
+                yield output
                 done += 1
                 report(done, total)
     except ContextlensError:
@@ -438,23 +452,13 @@ def _run(ray: Any, job: RayJob, partitions: list[Partition], progress: Progress 
         raise _task_error(err) from None
 
 
-def _task_error(err: BaseException) -> BaseException:
-    """Ray's wrapping of a task's error, unwrapped: a ContextlensError raised by a partition
-    reaches the user as itself (one line); anything else as Ray's own one-line message."""
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [err]
-    while pending:
-        e = pending.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, ContextlensError):
-            message = str(e.args[0]) if e.args else str(e)
-            out = ContextlensError(message.strip().splitlines()[-1] if "\n" in message else message)
-            out.exit_code = e.exit_code
-            return out
-        pending += [getattr(e, "cause", None), e.__cause__, e.__context__]
-    return ContextlensError(f"the Ray run failed: {one_line_error(err)}")
+def _task_error(err: BaseException) -> ContextlensError:
+    """A failure of Ray itself (a task out of retries, a lost cluster) as one line."""
+    lines = [line.strip() for line in _ANSI.sub("", str(err)).splitlines() if line.strip()]
+    return ContextlensError(f"the Ray run failed: {lines[-1] if lines else type(err).__name__}")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _check_versions(registry: PolicyRegistry, a: str, b: str) -> None:
