@@ -210,7 +210,12 @@ def _work_list(ray: Any, exports: list[_Export]) -> list[tuple[int, str, int]]:
             owner[str(f.resolve())] = i
             files.append(str(f.resolve()))
     try:
-        ds = ray.data.read_parquet(files, include_paths=True).select_columns(
+        import pyarrow.fs
+
+        # the exports are folders on a filesystem every node mounts at the same path (the
+        # partitions read them there too); naming it spares Ray Data guessing it per path
+        ds = ray.data.read_parquet(files, include_paths=True,
+                                   filesystem=pyarrow.fs.LocalFileSystem()).select_columns(
             ["path", "conversation_id"])
         counted = ds.map_batches(_count_conversations, batch_format="pyarrow", batch_size=None)
         tables = [t for t in (pa.Table.from_batches(b.to_batches()) if isinstance(b, pa.Table)
