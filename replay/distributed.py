@@ -67,7 +67,7 @@ MAX_RETRIES = 3  # a partition whose worker dies is run again this many times at
 LOCAL_CPUS = 2  # the local Ray instance started without --address
 OBJECT_STORE_BYTES = 256 * 1024 * 1024  # partition results are small: a small store will do
 PARTITIONS_PER_CPU = 2  # default partitions: enough to keep every worker busy to the end
-MAX_PARTITION_REQUESTS = 50_000  # ... and none so large that a retry costs much
+MAX_PARTITION_REQUESTS = 10_000  # ... and none so large that a worker needs GBs (docs/scaling.md)
 
 Progress = Callable[[int, int], None]
 
