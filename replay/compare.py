@@ -27,6 +27,11 @@ sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying e
 
 The per-request rows (``REQUEST_SCHEMA``) go to ``out`` (a callable taking an Arrow table)
 chunk by chunk as they are computed; ``ParquetOut`` writes them to a Parquet file.
+
+The walk is ``compare_chunks``, the one per-partition function: the local engine runs it over
+the whole store, ``replay.distributed`` over each partition of conversations
+(``compare_partition``) and merges the partial results in walk order (``Comparison.merge``;
+``tally_in_recording`` for the findings in the recording), to exactly the same aggregates.
 """
 
 from __future__ import annotations
