@@ -387,11 +387,28 @@ class ray_session:
                                        f"{one_line_error(err)}") from None
             self.started = True
         quiet()
+        _cluster_messages_to_stderr()
         return ray
 
     def __exit__(self, *_: Any) -> None:
         if self.started:
             _ray().shutdown()
+
+
+def _cluster_messages_to_stderr() -> None:
+    """Ray's driver prints the cluster's warnings (its worker pool growing, a worker killed
+    for memory) on stdout, where they would corrupt ``--json``: they go to stderr instead."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer(dict(data, is_err=True), ignore_prefix)
+
+    to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def quiet() -> None:

@@ -174,3 +174,13 @@ def test_address_needs_the_ray_engine(capsys) -> None:
 
 def test_ray_is_started_once_for_the_module(local_ray) -> None:
     assert ray.is_initialized() and int(ray.cluster_resources()["CPU"]) == 2
+
+
+def test_the_clusters_warnings_go_to_stderr_not_into_the_json(capsys) -> None:
+    from ray._private import worker
+
+    # what Ray's driver does with a warning the cluster pushes (its worker pool growing)
+    worker.print_to_stdstream({"lines": ["WARNING: 8 PYTHON worker processes have been started"],
+                               "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    out, err = capsys.readouterr()
+    assert out == "" and "8 PYTHON worker processes" in err
