@@ -75,6 +75,51 @@ class _Answers:
         self.store.close()
 
 
+class _RayAnswers:
+    """The read model on Ray over Parquet exports (``--engine ray``): ``--export`` folders,
+    else ``--db`` (an export or a folder of exports; default: the bundled sample)."""
+
+    def __init__(self, db: str | None, exports: tuple[str, ...], policies_dir: str | None,
+                 address: str | None) -> None:
+        from readmodel.distributed import RayReadModel
+
+        from .stores import bundled_export
+
+        paths = [*([db] if db else []), *exports] or [str(bundled_export())]
+        registry = _registry(policies_dir) if policies_dir else None
+        self.model = RayReadModel(paths, registry, address)
+
+    def __enter__(self):
+        return self.model
+
+    def __exit__(self, *_: Any) -> None:
+        pass
+
+
+def _engine_answers(engine: str, db: str | None, exports: tuple[str, ...],
+                    policies_dir: str | None, address: str | None) -> Any:
+    if engine != "ray":
+        if address or exports:
+            raise ContextlensError(f"{'--address' if address else '--export'} needs --engine ray")
+        return _Answers(db, policies_dir)
+    return _RayAnswers(db, exports, policies_dir, address)
+
+
+def engine_options(command: Any) -> Any:
+    """--engine, --address and --export, for the commands that can run on Ray."""
+    command = click.option(
+        "--export", "exports", multiple=True, metavar="DIR",
+        help="With --engine ray: an export folder, or a folder of exports, to read (repeatable;"
+             " --db names one too).")(command)
+    command = click.option(
+        "--address", metavar="auto|ray://HOST:PORT",
+        help="With --engine ray: the Ray cluster to run on (default: a local instance).")(command)
+    return click.option(
+        "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+        help="local: the store, on this process. ray: the Parquet exports, partitioned by "
+             "conversation across a Ray cluster (pip install 'contextlens[ray]').")(command)
+
+
 # ----------------------------------------------------------------------------- commands
 
 db_option = click.option(
@@ -457,9 +502,10 @@ def _print_bisect(result: Any) -> None:
 @policies_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
 @click.option("--strict", is_flag=True, help="Also fail (exit 1) when a request cannot be replayed.")
+@engine_options
 @json_option
 def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, strict: bool,
-           as_json: bool) -> None:
+           engine: str, address: str | None, exports: tuple[str, ...], as_json: bool) -> None:
     """Replay every recorded assembly under its own policy version and compare it with the
     recorded rows: faithful, drifted, inconsistent or not replayable.
 
@@ -485,10 +531,11 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
         found = lambda item: out.add(item.to_json())  # noqa: E731
     else:
         found = print_verdict if progress is None else _after_progress(print_verdict)
-    with _Answers(db, policies_dir) as answers:
+    stage = "verifying partitions (ray)" if engine == "ray" else "verifying"
+    with _engine_answers(engine, db, exports, policies_dir, address) as answers:
         result = answers.verify(
             flt,
-            progress=(lambda done, total: progress("verifying", done, total)) if progress else None,
+            progress=(lambda done, total: progress(stage, done, total)) if progress else None,
             on_verdict=found,
         )
     if result.missing_policies:
@@ -590,10 +637,12 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
 @click.option("--force", is_flag=True, help="Replace the --out file if it exists.")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when B has any safety regression against A (a gate before shipping B).")
+@engine_options
 @reveal_option
 @json_option
 def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_expr: str | None,
-            out_file: Path | None, force: bool, strict: bool, reveal: bool, as_json: bool) -> None:
+            out_file: Path | None, force: bool, strict: bool, engine: str, address: str | None,
+            exports: tuple[str, ...], reveal: bool, as_json: bool) -> None:
     """Replay every request (or those matching --filter) under policy A and policy B and
     aggregate what changes, safety regressions first. A is a version or `recorded` (the
     recorded assemblies). Exits 1 with --strict when B regresses safety. Details:
@@ -602,10 +651,11 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
 
     flt = parse_filter(filter_expr) if filter_expr else None
     progress = progress_printer()
-    with _Answers(db, policies_dir) as answers:
+    stage = "comparing partitions (ray)" if engine == "ray" else "comparing"
+    with _engine_answers(engine, db, exports, policies_dir, address) as answers:
         result = answers.compare(
             a, b, flt, out=out_file, force=force, reveal=reveal,
-            progress=(lambda done, total: progress("comparing", done, total)) if progress else None,
+            progress=(lambda done, total: progress(stage, done, total)) if progress else None,
         )
     out = result.to_json()
     if as_json:

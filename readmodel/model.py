@@ -498,23 +498,7 @@ class ReadModel:
                 self.registry.get(a)
             with ParquetOut(out, force=force) as sink:
                 result = compare(self.store, self.registry, a, b, flt, progress, cancelled, sink)
-        data = result.to_json()
-        for group in data["safety"].values():
-            for entry in group or []:
-                entry["example_requests"] = [masker.text(i) for i in entry["example_requests"]]
-                for rec in entry["records"]:
-                    rec["record_id"] = masker.text(rec["record_id"])
-        keys = tuple(r["assembly_id"] for r in data["most_changed"])
-        for row in data["most_changed"]:
-            row["assembly_id"] = masker.text(row["assembly_id"])
-            row["conversation_id"] = masker.text(row["conversation_id"])
-        return CompareResult(
-            a=a, b=b, filter=masker.text(data["filter"]), requests=data["requests"],
-            affected=data["affected"], safety=frozen_tree(data["safety"]),
-            records=frozen_tree(data["records"]), tokens=frozen_tree(data["tokens"]),
-            most_changed=frozen_tree(data["most_changed"]), most_changed_keys=keys,
-            out=str(out) if out is not None else None,
-        )
+        return compare_view(result, out, masker)
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,
                      reveal: bool = False) -> list[TokenReportRow]:
@@ -617,4 +601,27 @@ def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: st
         safety=SafetyView(**{g: tuple(frozen_row(s) for s in getattr(d.safety, g))
                              for g in ("regressions", "fixes", "in_recording")}),
         labels=dict(zip(keys, labels, strict=True)),
+    )
+
+
+def compare_view(result: Any, out: "str | os.PathLike[str] | None",
+                 masker: Masker) -> CompareResult:
+    """A ``replay.compare.Comparison`` (of any engine) as the masked ``CompareResult``."""
+    a, b = result.a, result.b
+    data = result.to_json()
+    for group in data["safety"].values():
+        for entry in group or []:
+            entry["example_requests"] = [masker.text(i) for i in entry["example_requests"]]
+            for rec in entry["records"]:
+                rec["record_id"] = masker.text(rec["record_id"])
+    keys = tuple(r["assembly_id"] for r in data["most_changed"])
+    for row in data["most_changed"]:
+        row["assembly_id"] = masker.text(row["assembly_id"])
+        row["conversation_id"] = masker.text(row["conversation_id"])
+    return CompareResult(
+        a=a, b=b, filter=masker.text(data["filter"]), requests=data["requests"],
+        affected=data["affected"], safety=frozen_tree(data["safety"]),
+        records=frozen_tree(data["records"]), tokens=frozen_tree(data["tokens"]),
+        most_changed=frozen_tree(data["most_changed"]), most_changed_keys=keys,
+        out=str(out) if out is not None else None,
     )

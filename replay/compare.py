@@ -27,6 +27,11 @@ sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying e
 
 The per-request rows (``REQUEST_SCHEMA``) go to ``out`` (a callable taking an Arrow table)
 chunk by chunk as they are computed; ``ParquetOut`` writes them to a Parquet file.
+
+The walk is ``compare_chunks``, the one per-partition function: the local engine runs it over
+the whole store, ``replay.distributed`` over each partition of conversations
+(``compare_partition``) and merges the partial results in walk order (``Comparison.merge``;
+``tally_in_recording`` for the findings in the recording), to exactly the same aggregates.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
 
 __all__ = ["CHANGES", "RECORDED", "REQUEST_SCHEMA", "Comparison", "CompareCancelled",
-           "ParquetOut", "compare"]
+           "ParquetOut", "compare", "compare_chunks", "compare_partition", "in_recording_rows",
+           "tally_in_recording"]
 
 RECORDED = "recorded"
 # the record changes compare counts by kind, reason and privacy class
@@ -159,6 +165,9 @@ class _FindingTally:
     requests: int = 0
     example_requests: list[str] = field(default_factory=list)
     records: dict[tuple[str, str], int] = field(default_factory=dict)
+    # None: every record is counted, in the order first seen (a partition's tally, merged
+    # later into one that keeps the first EXAMPLE_RECORDS exactly as a single walk would)
+    limit: int | None = EXAMPLE_RECORDS
 
     def add(self, assembly_id: str, found: list[dict[str, Any]]) -> None:
         self.findings += len(found)
@@ -167,8 +176,20 @@ class _FindingTally:
             self.example_requests.append(assembly_id)
         for f in found:
             key = (f["record_kind"], f["record_id"])
-            if key in self.records or len(self.records) < EXAMPLE_RECORDS:
+            if key in self.records or self.limit is None or len(self.records) < self.limit:
                 self.records[key] = self.records.get(key, 0) + 1
+
+    def merge(self, later: "_FindingTally") -> None:
+        """Add the tally of requests walked after this one's (``later`` an unlimited
+        partition tally): the same counts and examples as one walk over both."""
+        self.findings += later.findings
+        self.requests += later.requests
+        room = EXAMPLES - len(self.example_requests)
+        self.example_requests.extend(later.example_requests[:max(room, 0)])
+        # a record enters when first seen while there is room, then counts every time
+        for key, n in later.records.items():
+            if key in self.records or self.limit is None or len(self.records) < self.limit:
+                self.records[key] = self.records.get(key, 0) + n
 
     def to_json(self, finding: str) -> dict[str, Any]:
         return {"finding": finding, "findings": self.findings, "requests": self.requests,
@@ -197,10 +218,35 @@ class Comparison:
     safety: dict[str, dict[str, _FindingTally]] = field(
         default_factory=lambda: {"regressions": {}, "fixes": {}, "in_recording": {}})
     safety_requests: Counter = field(default_factory=Counter)  # group -> requests with one
+    # a partition's comparison: its tallies keep every record, for ``merge``
+    partial: bool = False
 
     @property
     def a_recorded(self) -> bool:
         return self.a == RECORDED
+
+    def tally(self, group: str, finding: str) -> _FindingTally:
+        tallies = self.safety[group]
+        if finding not in tallies:
+            tallies[finding] = _FindingTally(limit=None if self.partial else EXAMPLE_RECORDS)
+        return tallies[finding]
+
+    def merge(self, later: "Comparison", top: int = TOP) -> None:
+        """Add a partition's comparison (``later``, partial, over requests that come after
+        all of this one's in the walk order): afterwards this holds what one walk over both
+        would. ``in_recording`` is not merged (see ``tally_in_recording``)."""
+        self.requests += later.requests
+        self.affected += later.affected
+        self.counts.update(later.counts)
+        self.groups.update(later.groups)
+        self.tokens_a += later.tokens_a
+        self.tokens_b += later.tokens_b
+        self.deltas.update(later.deltas)
+        for group in ("regressions", "fixes"):
+            for finding, tally in later.safety[group].items():
+                self.tally(group, finding).merge(tally)
+            self.safety_requests[group] += later.safety_requests[group]
+        self.most_changed = sorted(self.most_changed + later.most_changed, key=_rank)[:top]
 
     def records_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -369,7 +415,7 @@ def _safety_batch(result: Comparison, registry: PolicyRegistry, chunk: Chunk, sn
             for f in found:
                 by_finding.setdefault(f["finding"], []).append(f)
             for finding, items in by_finding.items():
-                result.safety[group].setdefault(finding, _FindingTally()).add(aid, items)
+                result.tally(group, finding).add(aid, items)
             if found:
                 result.safety_requests[group] += 1
         counts["assembly_id"].append(aid)
@@ -379,14 +425,27 @@ def _safety_batch(result: Comparison, registry: PolicyRegistry, chunk: Chunk, sn
 
 def _in_recording(result: Comparison, store: "Store", registry: PolicyRegistry,
                   flt: "AssemblyFilter | None") -> None:
+    tally_in_recording(result, in_recording_rows(store, registry, flt))
+
+
+def in_recording_rows(store: "Store", registry: PolicyRegistry,
+                      flt: "AssemblyFilter | None") -> pa.Table:
+    """The findings in what was sent (invariant, assembly_id, record_kind, record_id), over
+    the requests of ``store`` matching ``flt``: one row per finding."""
     rows = store.safety_violations(flt, standard_windows(registry), standard_blocked(registry))
+    return rows.select(["invariant", "assembly_id", "record_kind", "record_id"])
+
+
+def tally_in_recording(result: Comparison, rows: pa.Table) -> None:
+    """``result``'s ``in_recording`` group from the rows of ``in_recording_rows`` (of one
+    store, or of every partition's concatenated: the tally orders them itself)."""
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows.select(["invariant", "assembly_id", "record_kind", "record_id"]).to_pylist():
+    for r in rows.to_pylist():
         finding = _FINDING_OF_RULE.get(r["invariant"], r["invariant"])
         by.setdefault((r["assembly_id"], finding), []).append(r)
     requests: set[str] = set()
     for (aid, finding), items in sorted(by.items()):
-        result.safety["in_recording"].setdefault(finding, _FindingTally()).add(aid, items)
+        result.tally("in_recording", finding).add(aid, items)
         requests.add(aid)
     result.safety_requests["in_recording"] = len(requests)
 
@@ -434,6 +493,31 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
     report(0, total)
     done = 0
     best: list[dict[str, Any]] = []
+
+    def each(rows: pa.Table) -> None:
+        nonlocal done, best
+        best = _top(best, rows, top)
+        if out is not None:
+            out(rows)
+        done += rows.num_rows
+        report(done, total)
+
+    compare_chunks(store, registry, a, b, parsed, result, each, cancelled)
+    if a == RECORDED:
+        _in_recording(result, store, registry, parsed)
+    result.most_changed = best
+    return result
+
+
+def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
+                   parsed: "AssemblyFilter", result: Comparison,
+                   each: Callable[[pa.Table], None],
+                   cancelled: Callable[[], bool] | None = None) -> None:
+    """The per-partition function of compare: every chunk of the requests of ``store``
+    matching ``parsed`` compared, its aggregates added to ``result`` and its per-request rows
+    (``REQUEST_SCHEMA``, in walk order) handed to ``each``. The local engine runs it over
+    the whole store; ``replay.distributed`` over each partition's own store, merging the
+    partitions' results with ``Comparison.merge``."""
     con = duckdb.connect()
     # chunks streams its requests from an open result: the chunk's own queries (snapshots,
     # recorded rows) need another connection to the same database
@@ -442,66 +526,85 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
         for chunk in chunks(walker, parsed):
             if cancelled is not None and cancelled():
                 raise CompareCancelled
-            # the chunk's graph, read once as Arrow for both replays; Python snapshots only
-            # for the safety function, and only when a request's selection changed
-            graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
-            side_b = replay_chunk(store, chunk, registry, b, graphs=graphs).records
-            side_a = (_recorded_side(store, chunk) if a == RECORDED
-                      else replay_chunk(store, chunk, registry, a, graphs=graphs).records)
-            requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
-                "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
-            con.register("side_a", side_a)
-            con.register("side_b", side_b)
-            con.register("requests", requests)
-            pairs = con.sql(_PAIRS_SQL).to_arrow_table()
-            con.register("pairs", pairs)
-            per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
-            con.register("privacy", _privacy(store, chunk, pairs))
-            for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
-                result.groups[(change, kind, reason, privacy)] += n
-            for change, n in con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall():
-                result.counts[change] += n
-            selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
-                               per_request["rerendered"])
-            differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
-            snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids)) if differs
-                         else {})
-            safety = _safety(result, registry, chunk, snapshots,
-                             con.sql(_SAFETY_ROWS_SQL.format(side="side_a")).to_arrow_table(),
-                             con.sql(_SAFETY_ROWS_SQL.format(side="side_b")).to_arrow_table(),
-                             differs)
-            rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
-            changed = pc.greater(pc.add(selection.cast(pa.int64()),
-                                        per_request["moved"].cast(pa.int64())), 0)
-            rows = pa.table({
-                **{name: rows[name].cast(REQUEST_SCHEMA.field(name).type)
-                   for name in REQUEST_SCHEMA.names[:8]},
-                "safety_regressions": pc.fill_null(rows["safety_regressions"], 0),
-                "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
-                "changed": changed,
-            }, schema=REQUEST_SCHEMA)
-            for name in ("side_a", "side_b", "requests", "pairs", "privacy"):
-                con.unregister(name)
-            result.requests += rows.num_rows
-            result.affected += pc.sum(rows["changed"].cast(pa.int64())).as_py() or 0
-            result.tokens_a += pc.sum(rows["tokens_a"]).as_py() or 0
-            result.tokens_b += pc.sum(rows["tokens_b"]).as_py() or 0
-            for entry in pc.value_counts(rows["delta"]).to_pylist():
-                result.deltas[entry["values"]] += entry["counts"]
-            best = _top(best, rows, top)
-            if out is not None:
-                out(rows)
-            done += chunk.requests.num_rows
-            # the next chunk's snapshots and replays are built before these names are
-            # rebound: drop this chunk's now, or two chunks' worth is alive at the peak
-            del graphs, snapshots, side_a, side_b, pairs, per_request, safety, rows
-            report(done, total)
+            each(_compare_chunk(store, registry, a, b, chunk, result, con))
         if cancelled is not None and cancelled():
             raise CompareCancelled
     finally:
         walker.close()
         con.close()
-    if a == RECORDED:
-        _in_recording(result, store, registry, parsed)
+
+
+def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chunk: Chunk,
+                   result: Comparison, con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """One chunk compared: its aggregates added to ``result``; its per-request rows."""
+    # the chunk's graph, read once as Arrow for both replays; Python snapshots only
+    # for the safety function, and only when a request's selection changed
+    graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    side_b = replay_chunk(store, chunk, registry, b, graphs=graphs).records
+    side_a = (_recorded_side(store, chunk) if a == RECORDED
+              else replay_chunk(store, chunk, registry, a, graphs=graphs).records)
+    requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
+        "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
+    con.register("side_a", side_a)
+    con.register("side_b", side_b)
+    con.register("requests", requests)
+    pairs = con.sql(_PAIRS_SQL).to_arrow_table()
+    con.register("pairs", pairs)
+    per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
+    con.register("privacy", _privacy(store, chunk, pairs))
+    for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
+        result.groups[(change, kind, reason, privacy)] += n
+    for change, n in con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall():
+        result.counts[change] += n
+    selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
+                       per_request["rerendered"])
+    differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
+    snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids)) if differs
+                 else {})
+    # this chunk's graph and replays are dropped as soon as they are used, or the next
+    # chunk's are built while these are still alive
+    del graphs
+    safety = _safety(result, registry, chunk, snapshots,
+                     con.sql(_SAFETY_ROWS_SQL.format(side="side_a")).to_arrow_table(),
+                     con.sql(_SAFETY_ROWS_SQL.format(side="side_b")).to_arrow_table(),
+                     differs)
+    del snapshots, side_a, side_b, pairs
+    rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
+    changed = pc.greater(pc.add(selection.cast(pa.int64()),
+                                per_request["moved"].cast(pa.int64())), 0)
+    rows = pa.table({
+        **{name: rows[name].cast(REQUEST_SCHEMA.field(name).type)
+           for name in REQUEST_SCHEMA.names[:8]},
+        "safety_regressions": pc.fill_null(rows["safety_regressions"], 0),
+        "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
+        "changed": changed,
+    }, schema=REQUEST_SCHEMA)
+    for name in ("side_a", "side_b", "requests", "pairs", "privacy"):
+        con.unregister(name)
+    result.requests += rows.num_rows
+    result.affected += pc.sum(rows["changed"].cast(pa.int64())).as_py() or 0
+    result.tokens_a += pc.sum(rows["tokens_a"]).as_py() or 0
+    result.tokens_b += pc.sum(rows["tokens_b"]).as_py() or 0
+    for entry in pc.value_counts(rows["delta"]).to_pylist():
+        result.deltas[entry["values"]] += entry["counts"]
+    return rows
+
+
+def compare_partition(store: "Store", registry: PolicyRegistry, a: str, b: str,
+                      parsed: "AssemblyFilter", out: Callable[[pa.Table], None],
+                      top: int = TOP) -> tuple[Comparison, pa.Table | None]:
+    """``compare`` over one partition (a store holding some conversations), as a partial
+    ``Comparison`` for ``Comparison.merge``, and with side A the recording its
+    ``in_recording_rows`` (for ``tally_in_recording`` once every partition is in)."""
+    result = Comparison(a, b, parsed.text, partial=True)
+    best: list[dict[str, Any]] = []
+
+    def each(rows: pa.Table) -> None:
+        nonlocal best
+        best = _top(best, rows, top)
+        out(rows)
+
+    compare_chunks(store, registry, a, b, parsed, result, each)
     result.most_changed = best
-    return result
+    recorded = in_recording_rows(store, registry, parsed) if a == RECORDED else None
+    return result, recorded

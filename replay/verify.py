@@ -57,7 +57,10 @@ __all__ = [
     "FieldDifference",
     "RecordDifference",
     "VerifyResult",
+    "finish_verify",
+    "merge_verify",
     "verify",
+    "verify_chunks",
 ]
 
 Progress = Callable[[int, int], None]
@@ -188,6 +191,29 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
     report(0, total)
     versions: Counter[str] = Counter()
     done = 0
+
+    def each(n: int) -> None:
+        nonlocal done
+        for i in range(done + 1, done + n + 1):
+            report(i, total)
+        done += n
+
+    verify_chunks(store, reg, plugin, flt, result, emit, versions, each,
+                  conversations_per_chunk)
+    finish_verify(result, reg, versions)
+    return result
+
+
+def verify_chunks(store: "Store", reg: PolicyRegistry, plugin: AssemblerPlugin,
+                  flt: "AssemblyFilter | str | None", result: VerifyResult,
+                  emit: Callable[[AssemblyVerdict], None], versions: Counter,
+                  each: Callable[[int], None] | None = None,
+                  conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> None:
+    """The per-partition function of verify: every chunk of the requests of ``store``
+    matching ``flt`` verified, counted in ``result``, its non-faithful verdicts handed to
+    ``emit`` in walk order, its requests' recorded versions counted in ``versions``, and
+    ``each(requests)`` called after each chunk. The local engine runs it over the whole
+    store; ``replay.distributed`` over each partition's own store."""
     # the chunks are read on a cursor of their own: the store's connection runs each
     # chunk's queries meanwhile
     walker = store.cursor()
@@ -197,20 +223,29 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
             versions.update({c["values"]: c["counts"] for c in counts})
             for verdict in _verify_chunk(store, chunk, reg, plugin, result):
                 emit(verdict)
-            n = chunk.requests.num_rows
-            for i in range(done + 1, done + n + 1):
-                report(i, total)
-            done += n
+            if each is not None:
+                each(chunk.requests.num_rows)
     finally:
         walker.close()
+
+
+def merge_verify(result: VerifyResult, later: VerifyResult) -> None:
+    """Add the counts of a partition verified after ``result``'s requests (its verdicts are
+    the caller's: kept or handed on as they come)."""
+    for name in ("checked", *VERDICTS):
+        setattr(result, name, getattr(result, name) + getattr(later, name))
+
+
+def finish_verify(result: VerifyResult, reg: PolicyRegistry, versions: Counter) -> None:
+    """Once every request is verified: the missing policies line, and the kept verdicts in
+    assembly id order."""
     if OBSERVED not in reg:
         versions.pop(OBSERVED, None)
     try:
         reg.require(versions)
     except ContextlensError as err:
         result.missing_policies = str(err)
-    kept.sort(key=lambda v: v.assembly_id)
-    return result
+    result.results.sort(key=lambda v: v.assembly_id)
 
 
 _REQUEST_COLUMNS = ("assembly_id", "conversation_id", "assembled_at", "policy_version",
