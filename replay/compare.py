@@ -50,8 +50,8 @@ import pyarrow.compute as pc
 from ingest.errors import ContextlensError
 
 from .diff import SafetyDelta
-from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunks, replay_chunk
-from .policy import PolicyRegistry
+from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks, replay_chunk
+from .policy import PolicyRegistry, RuntimePolicy
 from .safety import LINT_RULES, SafetyContext, standard_blocked, standard_windows
 from .snapshot import request_from_row, snapshots_from_graphs
 
@@ -540,9 +540,15 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     # the chunk's graph, read once as Arrow for both replays; Python snapshots only
     # for the safety function, and only when a request's selection changed
     graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
-    side_b = replay_chunk(store, chunk, registry, b, graphs=graphs).records
+    facts = None
+    if a != RECORDED and not any(isinstance(registry.get(v), RuntimePolicy) for v in (a, b)):
+        # both sides replay one graph: its policy-independent facts are computed once
+        facts = chunk_facts(chunk, graphs)
+    # records are compared, not selection hashes: none are computed
+    side_b = replay_chunk(store, chunk, registry, b, graphs=graphs, facts=facts, hashes=False).records
     side_a = (_recorded_side(store, chunk) if a == RECORDED
-              else replay_chunk(store, chunk, registry, a, graphs=graphs).records)
+              else replay_chunk(store, chunk, registry, a, graphs=graphs, facts=facts,
+                                hashes=False).records)
     requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
         "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
     con.register("side_a", side_a)
