@@ -615,6 +615,39 @@ def report_tokens(db: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("assembly_id")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), metavar="DIR",
+              help="The folder to write the bundle to (new or empty).")
+@click.option("--policy", "policy_version", default=None, metavar="V",
+              help="Also replay the request under V: the report gets the diff and why on both sides.")
+@click.option("--force", is_flag=True, help="Replace DIR when it holds an earlier bundle or export.")
+@db_option
+@policies_option
+@reveal_option
+@json_option
+def bundle(assembly_id: str, out_dir: Path, policy_version: str | None, force: bool,
+           db: str | None, policies_dir: str | None, reveal: bool, as_json: bool) -> None:
+    """Write an incident bundle of ASSEMBLY_ID to DIR: the request with the rows, blobs and
+    policies it needs (an export: `contextlens list --db DIR`, `open DIR`), masked unless
+    --reveal, and report.md (what was sent and omitted and why, safety, the replay under
+    --policy, the commands that reproduce it)."""
+    from readmodel.bundle import write_bundle
+
+    with _Answers(db, policies_dir) as answers:
+        result = write_bundle(answers, assembly_id, out_dir, policy=policy_version,
+                              reveal=reveal, force=force)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    rows = sum(result.rows.values())
+    click.echo(f"wrote bundle of {vis(assembly_id)} to {vis(str(result.out))} ({rows} rows, "
+               f"{result.blobs} blobs, policies {vis(', '.join(result.policies) or 'none')})")
+    click.echo("revealed: restricted content and secrets are in it" if result.revealed
+               else f"masked: {result.masked} values (--reveal keeps them)")
+    click.echo(f"report: {vis(str(result.report))}")
+
+
+@cli.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Folder to write the export to.")
 @click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same bytes).")
 @click.option("--scale", type=click.IntRange(min=1), default=None, help="Write N synthetic assemblies instead of the stories.")
