@@ -146,6 +146,39 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
 
 
 @cli.command()
+@click.argument("path", required=False)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
+              help="The port to listen on.")
+@click.option("--host", default="localhost", show_default=True,
+              help="The interface to listen on (localhost: this machine only).")
+@format_option
+@click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
+def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir: str | None) -> None:
+    """Serve the inspector on PATH (as `open` takes it) to a web browser, with
+    textual-serve: each browser tab runs its own app. Masked as in the terminal; a reveal
+    asks in the page and lasts for that tab."""
+    import shlex
+
+    # the store is made (an export or transcript ingested) once, here, so a failure is one
+    # line now and each tab opens it at once
+    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    argv = [sys.executable, "-m", "inspector.cli", "open", str(db)]
+    if policies_dir:
+        from replay.policy import load_registry
+
+        load_registry(policies_dir)
+        argv += ["--policies", str(Path(policies_dir).resolve())]
+    from textual_serve.server import Server
+
+    name = Path(path).name if path else "sample"
+    server = Server(shlex.join(argv), host=host, port=port, title=f"contextlens {name}")
+    try:
+        server.serve()
+    except OSError as err:  # the port is taken, the host is not this machine's, ...
+        raise ContextlensError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
+
+
+@cli.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("--db", "db", metavar="FILE", required=True, help="The store file to write.")
 @format_option
