@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .model import ReadModel
 
-__all__ = ["BundleResult", "REPORT_NAME", "mask_slice", "write_bundle"]
+__all__ = ["BundleResult", "REPORT_NAME", "default_folder", "mask_slice", "write_bundle"]
 
 REPORT_NAME = "report.md"
 
@@ -147,6 +147,11 @@ def write_bundle(
         withheld_blobs=tuple(blobs.withheld), missing_blobs=tuple(blobs.missing),
         policies=tuple(sorted(policies)), masked=masker.masked,
     )
+
+
+def default_folder(base: Path, assembly_id: str) -> Path:
+    """Where a bundle of ``assembly_id`` goes when the user names no folder: ``base/bundle-<id>``."""
+    return base / f"bundle-{_safe(assembly_id)}"
 
 
 def _safe(text: str) -> str:
