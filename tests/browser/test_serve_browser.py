@@ -64,7 +64,7 @@ def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # the app's page: textual-serve's terminal, pointed at this server's websocket
         assert 'class="textual-terminal"' in page
         assert f"ws://localhost:{port}/ws" in page
-        assert "<title>contextlens" in page or "contextlens sample.duckdb" in page
+        assert f"<div>contextlens {sample_db.name}</div>" in page  # the path the user named
         yield url
     finally:
         proc.terminate()
