@@ -2,6 +2,7 @@
 
     export_store("store.duckdb", "out/")                 # the store's only export
     export_store("store.duckdb", "out/", "exp-2025-03")  # one of several
+    write_export("out/", "exp-1", "producer", {"messages": table, ...}, blobs, policies)
 
 Every contract table is written in the contract's columns (the store's own ``export_id``
 column and any extra columns a producer added are left out: ExportWriter writes exactly the
@@ -16,8 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import duckdb
+import pyarrow as pa
 
 from .contract import TABLES
 from .errors import ContextlensError, NotFoundError
@@ -64,11 +67,63 @@ def export_store(
         try:
             _write(con, out, export_id, producer, created_at, have, source_dir)
         except OSError as err:  # ENOSPC, EACCES, ... while writing Parquet or a blob
-            name = err.filename or out
-            raise ContextlensError(f"cannot write {name}: {err.strerror or err}") from None
+            raise _cannot_write(err, out) from None
         return out
     finally:
         con.close()
+
+
+def write_export(
+    out_dir: str | os.PathLike[str],
+    export_id: str,
+    producer: str,
+    tables: Mapping[str, pa.Table],
+    blobs: Iterable[bytes] = (),
+    policies: Mapping[str, str] | None = None,
+    files: Mapping[str, str] | None = None,
+    created_at: dt.datetime | None = None,
+    replace: bool = False,
+) -> Path:
+    """Write ``tables`` (contract tables in their contract columns; a missing one is
+    empty), ``blobs``, ``policies`` (version -> TOML text) and extra text ``files`` (name ->
+    text, at the folder's root) as the export folder ``out_dir``, whole or not at all.
+
+    An existing non-empty ``out_dir`` is refused unless ``replace``, and even then only when
+    it holds an export (its manifest.json): a folder of other files is never removed."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ContextlensError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not replace:
+            raise ContextlensError(f"{out} exists and is not empty (--force replaces it)")
+        if not (out / "manifest.json").is_file():
+            raise ContextlensError(
+                f"{out} is not an export folder (no manifest.json): not replacing it"
+            )
+    try:
+        with ExportWriter(out, export_id=export_id, producer=producer, created_at=created_at,
+                          overwrite=replace) as writer:
+            for name in TABLES:
+                table = tables.get(name)
+                if table is not None and table.num_rows:
+                    writer.write(name, table.select(TABLES[name].column_names))
+            for body in blobs:
+                writer.add_blob(body)
+            for version, text in sorted((policies or {}).items()):
+                writer.add_policy(version, text)
+            for name, text in (files or {}).items():
+                if Path(name).name != name or name in ("manifest.json", "blobs", "policies"):
+                    raise ContextlensError(f"{name!r}: not a file name for an export's root")
+                (writer.tmp / name).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise _cannot_write(err, out) from None
+    return out
+
+
+def _cannot_write(err: OSError, out: Path) -> ContextlensError:
+    """ENOSPC, EACCES, ... while writing Parquet or a blob: one line naming the path."""
+    name = err.filename or out
+    return ContextlensError(f"cannot write {name}: {err.strerror or err}")
 
 
 def _ids(ids: list[str]) -> str:

@@ -33,6 +33,7 @@ def key_owners() -> list[tuple[str, Any]]:
     """(help section title, class with BINDINGS) for every screen and keyed widget, in the
     order the help lists them."""
     from .screens.bisect import BisectScreen
+    from .screens.bundle import BundleScreen
     from .screens.compare import ComparePicker, CompareScreen
     from .screens.diff import DiffScreen
     from .screens.replay import PolicyPicker
@@ -47,6 +48,7 @@ def key_owners() -> list[tuple[str, Any]]:
         ("Record panel (assembly screen, p)", RecordPanel),
         ("Bisect (record panel, b)", BisectScreen),
         ("Replay: policy picker (assembly screen, r)", PolicyPicker),
+        ("Incident bundle (assembly screen, e)", BundleScreen),
         ("Diff", DiffScreen),
         ("Verify (request list, V)", VerifyScreen),
         ("Compare: policy picker (request list, C)", ComparePicker),
@@ -204,6 +206,12 @@ class ContextLensApp(App[None]):
         from .screens.bisect import BisectScreen
 
         self.push_screen(BisectScreen(assembly_id, record_kind, record_id))
+
+    def open_bundle(self, assembly_id: str) -> None:
+        """Ask for a folder, then write an incident bundle of ``assembly_id`` there."""
+        from .screens.bundle import BundleScreen
+
+        self.push_screen(BundleScreen(assembly_id, reveal=self.reveal))
 
     def pick_compare(self, flt: Any = None, filter_text: str = "") -> None:
         """Ask for side B and side A, then compare them over the requests ``flt`` selects."""

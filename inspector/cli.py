@@ -208,6 +208,39 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
 
 
 @cli.command()
+@click.argument("path", required=False)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
+              help="The port to listen on.")
+@click.option("--host", default="localhost", show_default=True,
+              help="The interface to listen on (localhost: this machine only).")
+@format_option
+@click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
+def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir: str | None) -> None:
+    """Serve the inspector on PATH (as `open` takes it) to a web browser, with
+    textual-serve: each browser tab runs its own app. Masked as in the terminal; a reveal
+    asks in the page and lasts for that tab."""
+    import shlex
+
+    # the store is made (an export or transcript ingested) once, here, so a failure is one
+    # line now and each tab opens it at once
+    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    argv = [sys.executable, "-m", "inspector.cli", "open", str(db)]
+    if policies_dir:
+        from replay.policy import load_registry
+
+        load_registry(policies_dir)
+        argv += ["--policies", str(Path(policies_dir).resolve())]
+    from textual_serve.server import Server
+
+    name = Path(path).name if path else "sample"
+    server = Server(shlex.join(argv), host=host, port=port, title=f"contextlens {name}")
+    try:
+        server.serve()
+    except OSError as err:  # the port is taken, the host is not this machine's, ...
+        raise ContextlensError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
+
+
+@cli.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("--db", "db", metavar="FILE", required=True, help="The store file to write.")
 @format_option
@@ -687,6 +720,39 @@ def report_tokens(db: str | None, as_json: bool) -> None:
         return
     shown = [dict(r, reduction=f"{100 * r['reduction']:.1f}%") for r in rows]
     print_table(shown, ["scenario", "assemblies", "baseline_tokens", "assembled_tokens", "reduction"])
+
+
+@cli.command()
+@click.argument("assembly_id")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), metavar="DIR",
+              help="The folder to write the bundle to (new or empty).")
+@click.option("--policy", "policy_version", default=None, metavar="V",
+              help="Also replay the request under V: the report gets the diff and why on both sides.")
+@click.option("--force", is_flag=True, help="Replace DIR when it holds an earlier bundle or export.")
+@db_option
+@policies_option
+@reveal_option
+@json_option
+def bundle(assembly_id: str, out_dir: Path, policy_version: str | None, force: bool,
+           db: str | None, policies_dir: str | None, reveal: bool, as_json: bool) -> None:
+    """Write an incident bundle of ASSEMBLY_ID to DIR: the request with the rows, blobs and
+    policies it needs (an export: `contextlens list --db DIR`, `open DIR`), masked unless
+    --reveal, and report.md (what was sent and omitted and why, safety, the replay under
+    --policy, the commands that reproduce it)."""
+    from readmodel.bundle import write_bundle
+
+    with _Answers(db, policies_dir) as answers:
+        result = write_bundle(answers, assembly_id, out_dir, policy=policy_version,
+                              reveal=reveal, force=force)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    rows = sum(result.rows.values())
+    click.echo(f"wrote bundle of {vis(assembly_id)} to {vis(str(result.out))} ({rows} rows, "
+               f"{result.blobs} blobs, policies {vis(', '.join(result.policies) or 'none')})")
+    click.echo("revealed: restricted content and secrets are in it" if result.revealed
+               else f"masked: {result.masked} values (--reveal keeps them)")
+    click.echo(f"report: {vis(str(result.report))}")
 
 
 @cli.command()

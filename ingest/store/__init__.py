@@ -16,11 +16,12 @@ from .graph import GraphQueries
 from .lint import LintQueries
 from .loading import IngestResult, ingest
 from .requests import LIST_COLUMNS, RequestQueries
+from .slices import ExportSlice, SliceQueries
 
-__all__ = ["IngestResult", "LIST_COLUMNS", "STORE_FORMAT", "STORE_VERSION", "Store", "ingest"]
+__all__ = ["ExportSlice", "IngestResult", "LIST_COLUMNS", "STORE_FORMAT", "STORE_VERSION", "Store", "ingest"]
 
 
-class Store(RequestQueries, BlobQueries, GraphQueries, LintQueries):
+class Store(RequestQueries, BlobQueries, GraphQueries, LintQueries, SliceQueries):
     """A read-mostly view over one store file. Thread-safe: calls are serialised.
 
     ``Store.open(path)`` opens it read-only; every query area is a base class.

@@ -98,6 +98,7 @@ class AssemblyScreen(Screen[None]):
         Binding("p", "focus_provenance", "Provenance"),
         Binding("c", "conversation", "Conversation"),
         Binding("r", "replay", "Replay…"),
+        Binding("e", "bundle", "Bundle…"),
         Binding("escape", "back", "Back"),
         # the record panel's own key, from anywhere on the screen (the highlighted record)
         Binding("b", "bisect", "Bisect record", show=False),
@@ -532,6 +533,10 @@ class AssemblyScreen(Screen[None]):
             self.app.open_conversation(  # type: ignore[attr-defined]
                 self.assembly["conversation_id"], self.assembly_id
             )
+
+    def action_bundle(self) -> None:
+        """Write an incident bundle of this assembly (asks for the folder)."""
+        self.app.open_bundle(self.assembly_id)  # type: ignore[attr-defined]
 
     def action_replay(self) -> None:
         """Pick a policy version; the diff screen replays this assembly under it."""

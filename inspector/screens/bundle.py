@@ -1,0 +1,131 @@
+"""Write an incident bundle of one assembly (``readmodel.bundle.write_bundle``), from the
+assembly screen (e): the folder to write (a new one in the current folder by default) and,
+optionally, a policy version to replay the request under in the report.
+
+The bundle is masked unless this session's reveal is on, as everything the app shows. A
+worker writes it and posts ``BundleWritten`` or ``BundleFailed``; the dialog only formats
+the answer. Ids and paths are data: shown as ``Text``, never as markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from ingest.errors import ContextlensError
+from readmodel.bundle import BundleResult, default_folder, write_bundle
+
+from ..widgets.safe import one_line, safe_text
+
+
+class BundleWritten(Message):
+    def __init__(self, result: BundleResult) -> None:
+        super().__init__()
+        self.result = result
+
+
+class BundleFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class BundleScreen(ModalScreen[None]):
+    """Ask for a folder (and a version to replay under), then write the bundle there."""
+
+    DEFAULT_CSS = """
+    BundleScreen {
+        align: center middle;
+    }
+    #bundle-dialog {
+        width: 96;
+        max-width: 100%;
+        height: auto;
+        border: thick $accent;
+        background: $surface;
+        padding: 0 1;
+    }
+    #bundle-dialog Input {
+        margin: 0 0 1 0;
+    }
+    BundleScreen.-failed #bundle-dialog {
+        border: thick $error;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("enter", "write", "Write bundle", show=False),
+    ]
+
+    def __init__(self, assembly_id: str, reveal: bool) -> None:
+        super().__init__()
+        self.assembly_id = assembly_id
+        self.reveal = reveal
+        self.result: BundleResult | None = None
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="bundle-dialog"):
+            title = Text("Incident bundle of ", style="bold")
+            title.append(one_line(self.assembly_id, 60), style="bold")
+            yield Static(title, classes="dialog-title")
+            yield Static("Folder to write (new or empty):")
+            yield Input(str(default_folder(Path.cwd(), self.assembly_id)), id="bundle-folder")
+            yield Static("Replay under policy version (optional), for the report's diff:")
+            yield Input(placeholder="e.g. v6", id="bundle-policy")
+            what = (Text("REVEALED: restricted content and secrets go into the bundle "
+                         "(this session's reveal is on).", style="bold red") if self.reveal
+                    else Text("Masked: restricted content and secret-looking values are "
+                              "left out (v reveals, for this session).", style="dim"))
+            yield Static(what, id="bundle-privacy")
+            yield Static(Text("enter: write · esc: close", style="dim"), id="bundle-status")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_write()
+
+    def action_write(self) -> None:
+        folder = self.query_one("#bundle-folder", Input).value.strip()
+        policy = self.query_one("#bundle-policy", Input).value.strip() or None
+        if not folder:
+            self.on_bundle_failed(BundleFailed("name a folder to write the bundle to"))
+            return
+        self.remove_class("-failed")
+        self.query_one("#bundle-status", Static).update(Text("Writing the bundle…", style="dim"))
+        self.write(Path(folder).expanduser(), policy)
+
+    @work(thread=True, exclusive=True, group="bundle")
+    def write(self, folder: Path, policy: str | None) -> None:
+        try:
+            result = write_bundle(self.app.answers(), self.assembly_id,  # type: ignore[attr-defined]
+                                  folder, policy=policy, reveal=self.reveal)
+        except ContextlensError as err:
+            self.post_message(BundleFailed(str(err)))
+            return
+        self.post_message(BundleWritten(result))
+
+    def on_bundle_written(self, message: BundleWritten) -> None:
+        self.result = message.result
+        text = Text("Wrote the bundle to ", style="bold green")
+        text.append(safe_text(str(message.result.out)), style="bold")
+        text.append("\nreport: ")
+        text.append(safe_text(str(message.result.report)))
+        text.append("\nopen it: contextlens open ")
+        text.append(safe_text(str(message.result.out)))
+        text.append("   (esc: close)", style="dim")
+        self.query_one("#bundle-status", Static).update(text)
+
+    def on_bundle_failed(self, message: BundleFailed) -> None:
+        self.error = message.error
+        self.add_class("-failed")
+        self.query_one("#bundle-status", Static).update(
+            Text(f"Cannot write the bundle: {safe_text(message.error)}", style="bold red"))

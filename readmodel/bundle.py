@@ -1,0 +1,300 @@
+"""Incident bundles: one request, with what it needs, as an export folder a colleague opens.
+
+``write_bundle(model, assembly_id, out_dir, policy=None, reveal=False, force=False)`` writes
+
+- the request's export slice (``Store.export_slice``: the conversation as of the request,
+  the request's row, records and trace, and every row they name), valid under the export
+  contract, so ``contextlens list --db DIR``, ``verify``, ``diff`` and ``open DIR`` work on it;
+- the blobs its artifacts name and the policy files of the registry in use;
+- ``report.md`` (``readmodel.bundle_report``): what was sent and omitted and why, the
+  safety findings, the replay under ``policy`` with its diff, and the commands that
+  reproduce it.
+
+Unless ``reveal``, the slice is masked by the read model's rules (``readmodel.masking``):
+records of a restricted privacy class carry the placeholder instead of their content and
+no blob; other text has its secret-looking values replaced. Masking keeps every value a
+replay reads (ids, times, token counts, byte sizes, and the length of a tool call's
+arguments, from which its tokens are counted), so the bundle replays as the store does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow as pa
+
+from ingest.errors import ContextlensError
+from ingest.secrets import find_secrets
+
+from .masking import Masker, is_restricted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingest.store import ExportSlice
+
+    from .model import ReadModel
+
+__all__ = ["BundleResult", "REPORT_NAME", "default_folder", "mask_slice", "write_bundle"]
+
+REPORT_NAME = "report.md"
+
+# text columns that come from logs, per table (a table with privacy_class masks a row of a
+# restricted class whole)
+_TEXT: dict[str, tuple[str, ...]] = {
+    "conversations": ("title",),
+    "branches": ("name",),
+    "participants": ("label",),
+    "messages": ("content", "speaker_label"),
+    "tool_artifacts": ("result_preview", "error"),
+    "tool_memories": ("summary", "ambiguity_notes"),
+    "assembly_records": ("detail",),
+    "policy_decisions": ("detail",),
+}
+_LISTS: dict[str, tuple[str, ...]] = {
+    "context_assemblies": ("tags",),
+    "tool_memories": ("provenance_locators",),
+}
+# JSON text: (column, keep its length) -- a tool call's tokens are counted from the length
+# of its arguments (``replay.assembler.call_tokens``)
+_JSON: dict[str, tuple[tuple[str, bool], ...]] = {
+    "tool_calls": (("arguments_json", True),),
+    "tool_memories": (("structured_json", False),),
+    "checkpoints": (("state_json", False),),
+}
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    """What ``write_bundle`` wrote."""
+
+    out: Path
+    report: Path
+    assembly_id: str
+    policy: str | None
+    revealed: bool
+    rows: dict[str, int]
+    blobs: int
+    withheld_blobs: tuple[str, ...]  # artifact ids whose body was left out (restricted)
+    missing_blobs: tuple[str, ...]  # artifact ids whose body the store could not read
+    policies: tuple[str, ...]
+    masked: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out), "report": str(self.report), "assembly_id": self.assembly_id,
+            "policy": self.policy, "revealed": self.revealed, "rows": dict(self.rows),
+            "blobs": self.blobs, "withheld_blobs": list(self.withheld_blobs),
+            "missing_blobs": list(self.missing_blobs), "policies": list(self.policies),
+            "masked": self.masked,
+        }
+
+
+@dataclass
+class _Blobs:
+    bodies: list[bytes] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def write_bundle(
+    model: "ReadModel",
+    assembly_id: str,
+    out_dir: str | Path,
+    policy: str | None = None,
+    reveal: bool = False,
+    force: bool = False,
+    command: Callable[[list[str]], str] | None = None,
+) -> BundleResult:
+    """Write the incident bundle of ``assembly_id`` to ``out_dir`` (see the module).
+
+    ``policy`` names a version to replay the request under in the report. An existing
+    non-empty ``out_dir`` is refused unless ``force`` (and then only an export folder is
+    replaced). ``command(args)`` spells a contextlens command line for the report."""
+    out = Path(out_dir)
+    registry = model.registry
+    if policy is not None:
+        registry.get(policy)  # an unknown version fails before anything is written
+    if out.exists() and not out.is_dir():
+        raise ContextlensError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ContextlensError(f"{out} exists and is not empty (--force replaces it)")
+    store = model.store
+    piece = store.export_slice(assembly_id)
+    masker = Masker(reveal)
+    tables = mask_slice(piece.tables, masker)
+    blobs = _blobs(store, piece, tables, masker)
+    policies = _policy_texts(registry)
+
+    from .bundle_report import bundle_report
+
+    report = bundle_report(
+        model, assembly_id, out, policy=policy, reveal=reveal, rows=piece.rows(),
+        blobs=len(blobs.bodies), withheld=blobs.withheld, missing=blobs.missing,
+        policies=sorted(policies), masked=masker.masked, command=command,
+    )
+    from ingest.reexport import write_export
+
+    export_id = f"bundle-{_safe(assembly_id)}"
+    write_export(out, export_id, "contextlens bundle", tables, blobs=blobs.bodies,
+                 policies=policies, files={REPORT_NAME: report}, replace=force)
+    return BundleResult(
+        out=out, report=out / REPORT_NAME, assembly_id=assembly_id, policy=policy,
+        revealed=reveal, rows=piece.rows(), blobs=len(blobs.bodies),
+        withheld_blobs=tuple(blobs.withheld), missing_blobs=tuple(blobs.missing),
+        policies=tuple(sorted(policies)), masked=masker.masked,
+    )
+
+
+def default_folder(base: Path, assembly_id: str) -> Path:
+    """Where a bundle of ``assembly_id`` goes when the user names no folder: ``base/bundle-<id>``."""
+    return base / f"bundle-{_safe(assembly_id)}"
+
+
+def _safe(text: str) -> str:
+    """An export id from an assembly id: its safe characters, and a hash when any were not."""
+    kept = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_"
+                   for ch in text)[:60]
+    if kept != text:
+        kept += "-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return kept
+
+
+# ---------------------------------------------------------------------- masking
+
+
+def mask_slice(tables: dict[str, pa.Table], masker: Masker) -> dict[str, pa.Table]:
+    """The slice's tables with log text masked as the read model masks it (nothing changes
+    when ``masker.reveal``)."""
+    if masker.reveal:
+        return dict(tables)
+    out = {}
+    for name, table in tables.items():
+        if not table.num_rows:
+            out[name] = table
+            continue
+        privacy = (table["privacy_class"].to_pylist() if "privacy_class" in table.column_names
+                   else [None] * table.num_rows)
+        for col in _TEXT.get(name, ()):
+            values = [masker.optional(v, p) for v, p in zip(table[col].to_pylist(), privacy)]
+            table = _set(table, col, values)
+        for col in _LISTS.get(name, ()):
+            values = [None if v is None else [masker.text(x) for x in v]
+                      for v in table[col].to_pylist()]
+            table = _set(table, col, values)
+        for col, keep_length in _JSON.get(name, ()):
+            values = [_json_masked(v, p, masker, keep_length)
+                      for v, p in zip(table[col].to_pylist(), privacy)]
+            table = _set(table, col, values)
+        out[name] = table
+    return out
+
+
+def _set(table: pa.Table, col: str, values: list[Any]) -> pa.Table:
+    i = table.schema.get_field_index(col)
+    return table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type))
+
+
+def _json_masked(value: str | None, privacy: str | None, masker: Masker,
+                 keep_length: bool) -> str | None:
+    """JSON text with its secrets masked, still valid JSON (and as long, with
+    ``keep_length``). A restricted record's JSON is dropped (null)."""
+    if value is None:
+        return None
+    if is_restricted(privacy):
+        masker.text(value, privacy)  # counted
+        return None
+    masked = masker.text(value)
+    if masked == value:
+        return value
+    if not keep_length:
+        return masked if _is_json(masked) else json.dumps(masked)
+    if len(masked) <= len(value) and _is_json(masked):
+        return masked + " " * (len(value) - len(masked))  # JSON allows trailing blanks
+    # the markers are longer than the values they replace: blank the values in place
+    chars = list(value)
+    for span in find_secrets(value):
+        chars[span.start:span.end] = "*" * (span.end - span.start)
+    starred = "".join(chars)
+    if _is_json(starred):
+        return starred
+    return "{}" + " " * max(len(value) - 2, 0)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------- blobs and policies
+
+
+def _blobs(store: Any, piece: "ExportSlice", tables: dict[str, pa.Table], masker: Masker) -> _Blobs:
+    """The bodies the slice's artifacts name, read (and checked) from the store's export.
+    Masked: a restricted artifact's body is withheld (its storage_ref cleared) and a text
+    body has its secrets replaced (the artifact then names the masked body by its sha256;
+    its byte_size, which a replay budgets, stays the recorded one); a body that is not text
+    cannot be checked for secrets and is withheld too."""
+    out = _Blobs()
+    arts = tables.get("tool_artifacts")
+    if arts is None or not arts.num_rows:
+        return out
+    rows = arts.to_pylist()
+    changed = False
+    for row in rows:
+        ref = row.get("storage_ref")
+        if not ref:
+            continue
+        try:
+            body = store.read_blob(piece.export_id, ref, row.get("sha256"))
+        except ContextlensError:
+            out.missing.append(row["artifact_id"])
+            continue
+        if not masker.reveal:
+            if is_restricted(row.get("privacy_class")):
+                out.withheld.append(row["artifact_id"])
+                row["storage_ref"] = None
+                changed = True
+                continue
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                out.withheld.append(row["artifact_id"])
+                row["storage_ref"] = None
+                changed = True
+                continue
+            masked = masker.text(text)
+            if masked != text:
+                body = masked.encode("utf-8")
+        sha = hashlib.sha256(body).hexdigest()
+        if row.get("sha256") != sha or ref != f"blobs/{sha}":
+            row["sha256"], row["storage_ref"] = sha, f"blobs/{sha}"
+            changed = True
+        out.bodies.append(body)
+    if changed:
+        tables["tool_artifacts"] = pa.Table.from_pylist(rows, schema=arts.schema)
+    return out
+
+
+def _policy_texts(registry: Any) -> dict[str, str]:
+    """version -> TOML text of the registry's versions, from its folder (an in-memory
+    registry has none to copy)."""
+    folder = Path(getattr(registry, "folder", "") or "")
+    out: dict[str, str] = {}
+    if not folder.is_dir():
+        return out
+    for version in registry.versions():
+        path = folder / f"{version}.toml"
+        if path.is_file() and not path.is_symlink():
+            out[version] = path.read_text(encoding="utf-8")
+    return out
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

@@ -1,0 +1,165 @@
+"""`contextlens serve` in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+The server runs as its own process on a free port. The page's terminal (xterm.js) draws on
+a canvas, so what the app showed is read from the bytes the browser received over the
+page's websocket (the app's terminal output), and that the browser drew it from the
+terminal's text layer having pixels. A key pressed in the page goes the user's way:
+keyboard -> xterm.js -> websocket -> the app.
+
+Needs ``chromium`` (apt) and the ``browser`` extra (Playwright's Python API only: no
+browser download); ``.ci/run`` installs both.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+# generous: two cores shared by parallel test workers, and a cold Python per browser tab
+STARTUP_S = 120.0
+
+_CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inspector.cli", "serve", str(sample_db), "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    url = f"http://localhost:{port}/"
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    page = resp.read().decode("utf-8")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"contextlens serve did not answer: {log.read_text()}")
+                time.sleep(0.2)
+        # the app's page: textual-serve's terminal, pointed at this server's websocket
+        assert 'class="textual-terminal"' in page
+        assert f"ws://localhost:{port}/ws" in page
+        assert f"<div>contextlens {sample_db.name}</div>" in page  # the path the user named
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class _Screen:
+    """What the app sent to one page, as text without terminal escape sequences."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.chunks: list[str] = []
+        page.on("websocket", lambda ws: ws.on("framereceived", self._received))
+
+    def _received(self, payload: Any) -> None:
+        text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+        self.chunks.append(text)
+
+    def mark(self) -> int:
+        return len(self.chunks)
+
+    def text(self, since: int = 0) -> str:
+        return _CSI.sub("", "".join(self.chunks[since:]))
+
+    def wait_for(self, shown: Callable[[str], Any], what: str, since: int = 0) -> Any:
+        """``shown(text)`` once it is true of what the page received (the app draws a screen
+        in several writes)."""
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(250)  # Playwright delivers the frames meanwhile
+            found = shown(self.text(since))
+            if found:
+                return found
+        pytest.fail(f"the page never showed {what}; it showed: {self.text(since)[-3000:]!r}")
+
+
+def _drawn_pixels(page: Any) -> int:
+    """Pixels the terminal has drawn on its canvases (0 for a blank terminal)."""
+    return int(page.evaluate("""() => {
+        let n = 0;
+        for (const c of document.querySelectorAll('.xterm-screen canvas')) {
+            const ctx = c.getContext('2d');
+            if (!ctx || !c.width || !c.height) continue;
+            const data = ctx.getImageData(0, 0, c.width, c.height).data;
+            for (let i = 3; i < data.length; i += 4) if (data[i]) n++;
+        }
+        return n;
+    }"""))
+
+
+def test_the_request_list_renders_in_chromium_and_enter_opens_an_assembly(
+        served: str, sample_db: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from ingest.store import Store
+
+    with Store.open(sample_db) as store:
+        ids = set(store.list_assemblies(None)["assembly_id"].to_pylist())
+        assert len(ids) == 52
+
+        def listed(text: str) -> set[str]:
+            """The sample's requests on the page, once it lists a screenful of them."""
+            found = set(re.findall(r"\basm-\d{3}\b", text)) & ids
+            return found if len(found) >= 20 else set()
+
+        def opened(text: str) -> str | None:
+            """The assembly the page opened, once its first records are shown."""
+            hit = re.search(r"assembly (asm-\d{3})", text)
+            if hit is None or "Context" not in text or "Omitted" not in text:
+                return None
+            records = store.assembly_records(hit.group(1), "included")["record_id"].to_pylist()
+            return hit.group(1) if all(r in text for r in records[:3]) else None
+
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
+                args=CHROMIUM_ARGS, headless=True, viewport={"width": 1400, "height": 900},
+            )
+            try:
+                page = context.new_page()
+                screen = _Screen(page)
+                page.goto(served)
+                shown = screen.wait_for(listed, "the request list")
+                assert _drawn_pixels(page) > 0  # the browser drew the terminal's text
+                before = page.screenshot()
+
+                mark = screen.mark()
+                page.focus(".xterm-helper-textarea")
+                page.keyboard.press("Enter")
+                aid = screen.wait_for(opened, "an assembly screen", since=mark)
+                assert aid in shown  # the request highlighted in the list
+                assert page.screenshot() != before
+            finally:
+                context.close()
