@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from .contract import TABLES
+from .contract import TABLES, TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS
 from .errors import ContextlensError, NotFoundError
 from .store.blobs import read_no_follow
 from .store.database import open_store
@@ -106,7 +106,13 @@ def write_export(
             for name in TABLES:
                 table = tables.get(name)
                 if table is not None and table.num_rows:
-                    writer.write(name, table.select(TABLES[name].column_names))
+                    columns = TABLES[name].column_names
+                    extra = None
+                    if (TRANSCRIPT_FACTS in table.column_names
+                            and table.column(TRANSCRIPT_FACTS).null_count < table.num_rows):
+                        # a transcript's runtime facts travel with it (replay/runtimes.py)
+                        columns, extra = [*columns, TRANSCRIPT_FACTS], {TRANSCRIPT_FACTS: pa.string()}
+                    writer.write(name, table.select(columns), extra=extra)
             for body in blobs:
                 writer.add_blob(body)
             for version, text in sorted((policies or {}).items()):
@@ -143,6 +149,13 @@ def _write(
             if name not in have:
                 continue
             cols = ", ".join(q(c) for c in table.column_names)
+            extra = None
+            if name in TRANSCRIPT_FACT_TABLES and con.execute(
+                    "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                    [name, TRANSCRIPT_FACTS]).fetchall()[0][0]:
+                # a transcript's runtime facts travel with it (replay/runtimes.py)
+                cols += f", {q(TRANSCRIPT_FACTS)}"
+                extra = {TRANSCRIPT_FACTS: pa.string()}
             order = ", ".join(q(c) for c in table.primary_key)
             reader = con.sql(
                 f"SELECT {cols} FROM {q(name)} WHERE export_id = ? ORDER BY {order}",
@@ -150,7 +163,7 @@ def _write(
             ).to_arrow_reader(BATCH_ROWS)
             for batch in reader:
                 if batch.num_rows:
-                    writer.write(name, batch)
+                    writer.write(name, batch, extra=extra)
         _copy_extras(writer, Path(source_dir) if source_dir else None, con, export_id)
 
 

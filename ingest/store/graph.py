@@ -70,6 +70,17 @@ class GraphQueries(Database):
             [conversation_id],
         )
 
+    def facts_column(self, name: str, alias: str = "") -> str:
+        """``, <expr> AS transcript_facts`` for a table that can hold a transcript's runtime
+        facts (replay/runtimes.py): the column, or NULL in a store whose exports have none;
+        empty for other tables."""
+        if name not in TRANSCRIPT_FACT_TABLES:
+            return ""
+        prefix = f"{alias}." if alias else ""
+        facts = (f"{prefix}{q(TRANSCRIPT_FACTS)}" if TRANSCRIPT_FACTS in self.table_columns(name)
+                 else "NULL::VARCHAR")
+        return f", {facts} AS {q(TRANSCRIPT_FACTS)}"
+
     def conversation_graph(self, conversation_id: str, export_id: str | None = None) -> dict[str, pa.Table]:
         """Every graph table's rows of one conversation (contract columns, no export_id).
 
@@ -103,12 +114,7 @@ class GraphQueries(Database):
                 f"WHERE export_id = ? AND conversation_id IN ({conv})")
         out: dict[str, pa.Table] = {}
         for name in GRAPH_TABLES:
-            cols = cols_of(name, "t")
-            if name in TRANSCRIPT_FACT_TABLES:
-                # a transcript's runtime facts (replay/runtimes.py), NULL for other exports
-                facts = (f"t.{q(TRANSCRIPT_FACTS)}" if TRANSCRIPT_FACTS in self.table_columns(name)
-                         else "NULL::VARCHAR")
-                cols += f", {facts} AS {q(TRANSCRIPT_FACTS)}"
+            cols = cols_of(name, "t") + self.facts_column(name, "t")
             if name in _OWN_CONVERSATION:
                 sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
                        f"WHERE t.export_id = ? AND t.conversation_id IN ({conv})")

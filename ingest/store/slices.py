@@ -135,7 +135,8 @@ class SliceQueries(Database):
                 if fetch:
                     tried[name] |= set(fetch)
                     found = self._arrow(
-                        f"SELECT {cols_of(name)} FROM {q(name)} WHERE export_id = ? "
+                        f"SELECT {cols_of(name)}{self.facts_column(name)} FROM {q(name)} "  # type: ignore[attr-defined]
+                        "WHERE export_id = ? "
                         f"AND {q(pk)} IN (SELECT unnest(?::VARCHAR[]))",
                         [export_id, fetch],
                     )

@@ -249,3 +249,19 @@ def test_codex_without_compaction_resends_what_it_replaced(capsys, tmp_path: Pat
     report = run_json(capsys, "compare", "codex", "codex:compaction=false", "--db", str(db))
     assert report["affected"] > 0 and report["tokens"]["delta"] > 0
     assert {r["reason"] for r in report["records"]["newly_included"]["by"]} == {"compacted"}
+
+
+def test_a_transcript_request_s_bundle_and_a_re_export_still_replay(capsys, tmp_path: Path) -> None:
+    """The runtime facts travel with the rows: an incident bundle of a transcript request,
+    and the store exported again, verify faithful under the runtime policy."""
+    from ingest.reexport import export_store
+
+    db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
+    last = max(run_json(capsys, "list", "--db", str(db)), key=lambda r: r["assembled_at"])
+    code, _out, err = run(capsys, "bundle", last["assembly_id"], "--out", str(tmp_path / "b"), "--db", str(db))
+    assert code == 0, err
+    code, out, err = run(capsys, "verify", "--db", str(tmp_path / "b"))
+    assert code == 0 and "checked 1: 1 faithful" in out, out + err
+    again = export_store(db, tmp_path / "again")
+    code, out, err = run(capsys, "verify", "--db", str(again))
+    assert code == 0 and f"{swe_trajectory.STEPS} faithful" in out, out + err
