@@ -243,7 +243,7 @@ def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
 
 
 def test_other_real_formats_are_refused_clearly() -> None:
-    for path in [*REALDATA.glob("conversation-esaa/*.jsonl"), *REALDATA.glob("inspect-ai/*.json")]:
+    for path in REALDATA.glob("conversation-esaa/*.jsonl"):
         with pytest.raises(Exception) as err:
             detect_format(path)
         for fmt in ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "export"):

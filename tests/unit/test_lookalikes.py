@@ -16,8 +16,6 @@ CASES = {
     "rollout.jsonl": ("a Codex CLI rollout (session_meta on line 1)",
                       '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","payload":{"id":"x"}}\n'
                       '{"timestamp":"2026-02-23T11:54:53Z","type":"response_item","payload":{}}\n'),
-    "eval.json": ("an inspect_ai eval log",
-                  json.dumps({"version": 2, "status": "success", "eval": {}, "samples": []})),
     "agent.af": ("a Letta agent file", json.dumps({"agents": [], "blocks": [], "tools": []})),
     "activity.jsonl": ("an ESAA event log (event_id, actor and action on line 1)",
                        '{"event_id":"EV-1","event_seq":1,"actor":"orchestrator","action":"run.start"}\n'),
@@ -34,15 +32,6 @@ def test_the_error_names_the_closest_format(tmp_path: Path, name: str) -> None:
     message = str(err.value)
     assert f"looks like {looks}" in message and "\n" not in message
     assert "(tried claude-code:" in message  # what was tried is still said
-
-
-def test_an_inspect_archive_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "run.eval"
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("header.json", "{}")
-        z.writestr("samples/1_epoch_1.json", "{}")
-    with pytest.raises(ContextlensError, match="looks like an inspect_ai .eval archive"):
-        detect_format(path)
 
 
 def test_a_file_like_nothing_known_says_so(tmp_path: Path) -> None:
