@@ -32,13 +32,14 @@ BUILTIN: dict[str, str] = {
     "gemini-cli": "ingest.adapters.gemini_cli:GeminiCliAdapter",
     "inspect-ai": "ingest.adapters.inspect_ai:InspectAiAdapter",
     "letta": "ingest.adapters.letta:LettaAdapter",
+    "esaa": "ingest.adapters.esaa:EsaaAdapter",
 }
 # Detection order of the built-ins: Claude Code lines are the most specific; an Anthropic
 # request body would also pass for an OpenAI conversation, so Anthropic is asked first; a
 # Gemini CLI session (typed messages, no roles) matches neither of those.
-# Formats with keys of their own (inspect_ai logs, Letta agent files) are asked before the
-# chat formats (a Letta file holds OpenAI-shaped messages).
-DETECT_ORDER = ("claude-code", "gemini-cli", "inspect-ai", "letta", "anthropic-messages",
+# Formats with keys of their own (inspect_ai logs, Letta agent files, ESAA event logs) are
+# asked before the chat formats (a Letta file holds OpenAI-shaped messages).
+DETECT_ORDER = ("claude-code", "gemini-cli", "inspect-ai", "letta", "esaa", "anthropic-messages",
                 "openai-chat")
 
 

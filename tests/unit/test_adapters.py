@@ -26,7 +26,7 @@ def _load(name: str, tmp_path: Path, **kw) -> tuple[Path, AdaptResult]:
 
 
 def test_formats_constant() -> None:
-    assert FORMATS == ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "inspect-ai", "letta",
+    assert FORMATS == ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "inspect-ai", "letta", "esaa",
                        "export")
 
 

@@ -16,8 +16,6 @@ CASES = {
     "rollout.jsonl": ("a Codex CLI rollout (session_meta on line 1)",
                       '{"timestamp":"2026-02-23T11:54:52Z","type":"session_meta","payload":{"id":"x"}}\n'
                       '{"timestamp":"2026-02-23T11:54:53Z","type":"response_item","payload":{}}\n'),
-    "activity.jsonl": ("an ESAA event log (event_id, actor and action on line 1)",
-                       '{"event_id":"EV-1","event_seq":1,"actor":"orchestrator","action":"run.start"}\n'),
 }
 
 
