@@ -462,6 +462,11 @@ def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "unknown"
 
 
+def _model_name(model: str) -> str:
+    """inspect_ai names a model ``<provider>/<model>``; the run keeps the provider apart."""
+    return model.split("/", 1)[1] if "/" in model else model
+
+
 def _title(log: dict[str, Any], sample: dict[str, Any]) -> str:
     task = as_text((log.get("eval") or {}).get("task")) if isinstance(log.get("eval"), dict) else ""
     inp = sample.get("input")
@@ -511,7 +516,8 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     model = str(e.get("model") or "unknown")
     role = e.get("role") if isinstance(e.get("role"), str) and e.get("role") else None
     key = f"model:{role}:{model}" if role else f"model:{model}"
-    pid = b.participant(s.cid, key, f"{model} ({role})" if role else model, "model", _provider(model), model)
+    pid = b.participant(s.cid, key, f"{model} ({role})" if role else model, "model", _provider(model),
+                        _model_name(model))
     t0 = s.ts(e.get("timestamp"))
     inp = s.resolve(_input_of(e, s.pool))
     # records first seen in this input were written before it was sent
@@ -522,7 +528,7 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     failed = bool(e.get("error")) or bool(out.get("error"))
     t1 = after(s.ts(e.get("completed"), t0), t0)
     trigger = next((r.id for r in reversed(included) if s.roles.get(r.id) == "user"), None)
-    rid = b.run(s.cid, pid, _provider(model), model, t0, ended_at=t1, trigger_message_id=trigger,
+    rid = b.run(s.cid, pid, _provider(model), _model_name(model), t0, ended_at=t1, trigger_message_id=trigger,
                 status="failed" if failed else "succeeded")
     ids = {r.id for r in included}
     omitted = [
