@@ -480,10 +480,12 @@ def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.dat
     if not isinstance(raw, dict):
         b.warn(f"{where}: not a sample object, skipped")
         return
-    resolve = _resolver(raw.get("attachments"))
+    legacy = raw.get("transcript") if isinstance(raw.get("transcript"), dict) else {}
+    # logs before events were a sample field kept them as transcript {events, content}
+    resolve = _resolver(raw.get("attachments") or legacy.get("content"))
     data = raw.get("events_data") if isinstance(raw.get("events_data"), dict) else {}
     pool = data.get("messages") if isinstance(data.get("messages"), list) else raw.get("message_pool") or []
-    events = list(_events(raw.get("events")))
+    events = list(_events(raw.get("events") if "events" in raw else legacy.get("events")))
     first = next((parse_ts(e.get("timestamp")) for e in events if parse_ts(e.get("timestamp"))), None)
     cid = b.conversation(_title(log, {**raw, "input": resolve(raw.get("input"))}), first or start)
     s = _Sample(b, cid, where, resolve, pool if isinstance(pool, list) else [])

@@ -303,3 +303,17 @@ def test_a_damaged_sample_entry_is_one_error_naming_it(tmp_path: Path) -> None:
         z.writestr("samples/1_epoch_1.json", "{not json")
     with pytest.raises(ContextlensError, match=r"bad.eval: archive entry samples/1_epoch_1.json is not JSON"):
         adapt(path, tmp_path / "export")
+
+
+def test_a_legacy_transcript_field_holds_the_events(tmp_path: Path) -> None:
+    """Early logs kept a sample's events and attachments as transcript {events, content}."""
+    u = {"input_tokens": 7, "output_tokens": 1, "total_tokens": 8}
+    event = _model_event("2024-06-01T00:00:01Z", None, [{"role": "user", "content": "tc://h1"}],
+                         {"role": "assistant", "content": "hello"}, u)
+    sample = {"id": 1, "epoch": 1, "input": "hi", "target": "", "messages": [], "metadata": {},
+              "transcript": {"events": [event], "content": {"h1": "a long question"}}}
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps({"version": 1, "eval": {"task": "t"}, "samples": [sample]}))
+    db = _load(path, tmp_path)
+    assert _included_texts(db) == [[("message", "a long question")]]
+    assert sql(db, "select assembled_tokens from context_assemblies")[0][0] == 7
