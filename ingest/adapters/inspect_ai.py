@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import ContextlensError
-from .builder import AdaptResult, Builder, Rec
+from .builder import AdaptResult, Builder, Placement, Rec
 from .common import EPOCH, after, as_text, parse_ts
 from .files import Sample
 from .jsonread import loads_document
@@ -332,18 +332,35 @@ class _Sample:
         """The records of one request's input, in order, made the first time one is seen."""
         out: list[Rec] = []
         seen: dict[str, int] = {}
+        # where results sat (for lint): a run of tool messages is one message of results;
+        # text sent after the calling assistant message comes before them
+        block: str | None = None
+        index = 0
+        text_after_call = False
         for i, msg in enumerate(messages):
             if not isinstance(msg, dict):
                 self.b.warn(f"{label} input {i}: not a message object, skipped")
                 continue
+            placement = None
+            if msg.get("role") == "tool":
+                if block is None:
+                    block, index = f"{label} input {i}", 0
+                placement = Placement(block, index, text_after_call)
+                index += 1
+            else:
+                block = None
+                if msg.get("role") == "assistant":
+                    text_after_call = False
+                elif content_text(msg.get("content")).strip():
+                    text_after_call = True
             rec = self._lookup(msg, seen)
             if rec is None:
-                rec = self._new_message(msg, t)
+                rec = self._new_message(msg, t, placement)
             out.append(rec)
             out.extend(self.extra.get(rec.id, []))
         return out
 
-    def _new_message(self, msg: dict[str, Any], t: dt.datetime) -> Rec:
+    def _new_message(self, msg: dict[str, Any], t: dt.datetime, placement: Placement | None = None) -> Rec:
         b = self.b
         role = msg.get("role")
         text = content_text(msg.get("content"), self.warn_once)
@@ -355,7 +372,7 @@ class _Sample:
                 self._remember(msg, rec, [], in_history=False)
                 return rec
             if tid is not None:
-                rec = self._result(tid, msg.get("tool_call_id"), text, msg.get("error"), t)
+                rec = self._result(tid, msg.get("tool_call_id"), text, msg.get("error"), t, placement)
                 self._remember(msg, rec, [])
                 return rec
             rec = b.message(self.cid, "tool", text, t, speaker_label=str(msg.get("function") or "tool"))
@@ -375,13 +392,14 @@ class _Sample:
         self._remember(msg, rec, [])
         return rec
 
-    def _result(self, tid: str, call_id: Any, text: str, error: Any, t: dt.datetime) -> Rec:
+    def _result(self, tid: str, call_id: Any, text: str, error: Any, t: dt.datetime,
+                placement: Placement | None = None) -> Rec:
         ev = self.tool_events.get(call_id, {}) if isinstance(call_id, str) else {}
         done = parse_ts(ev.get("completed")) or parse_ts(ev.get("timestamp")) or t
         failed = bool(error) or bool(ev.get("error")) or ev.get("failed") is True
         if error and not text:
             text = as_text(error.get("message") if isinstance(error, dict) else error)
-        rec = self.b.tool_result(tid, text, failed, done)
+        rec = self.b.tool_result(tid, text, failed, done, placement=placement)
         self.results[tid] = rec
         return rec
 

@@ -317,3 +317,29 @@ def test_a_legacy_transcript_field_holds_the_events(tmp_path: Path) -> None:
     db = _load(path, tmp_path)
     assert _included_texts(db) == [[("message", "a long question")]]
     assert sql(db, "select assembled_tokens from context_assemblies")[0][0] == 7
+
+
+def test_lint_sees_results_after_text_and_an_unanswered_call(tmp_path: Path) -> None:
+    """The input is exact, so where a result sat is known: text sent between a call and its
+    result is flagged; a call the next request was sent without any result is an error."""
+    from ingest.store import Store
+    from replay.lint import lint
+
+    u = {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11}
+    user = {"id": "u", "role": "user", "content": "go"}
+    a1 = {"id": "a1", "role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": "f", "arguments": {}}]}
+    note = {"id": "n", "role": "user", "content": "Here is the result:"}
+    r1 = {"id": "r1", "role": "tool", "content": "42", "tool_call_id": "c1"}
+    a2 = {"id": "a2", "role": "assistant", "content": "", "tool_calls": [{"id": "c2", "function": "g", "arguments": {}}]}
+    sample = {"id": 1, "epoch": 1, "input": "go", "target": "", "messages": [], "metadata": {}, "events": [
+        _model_event("2025-01-01T00:00:01Z", None, [user], a1, u),
+        _model_event("2025-01-01T00:00:02Z", None, [user, a1, note, r1], a2, u),
+        _model_event("2025-01-01T00:00:03Z", None, [user, a1, note, r1, a2], {"id": "a3", "role": "assistant", "content": "?"}, u),
+    ]}
+    path = tmp_path / "lint.json"
+    path.write_text(json.dumps({"version": 2, "eval": {"task": "t"}, "samples": [sample]}))
+    db = _load(path, tmp_path)
+    with Store.open(db) as store:
+        rules = {(f.rule, f.severity) for f in lint(store)}
+    assert ("results_split_or_after_text", "warning") in rules
+    assert ("tool_call_without_result", "error") in rules
