@@ -123,6 +123,9 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "owner_unknown",
         # transcripts: records dropped by a runtime's own compaction
         "compacted",
+        # transcripts: records the runtime's own record shows outside the context it sent
+        # (a Letta agent's evicted messages, messages an inspect_ai model call was not sent)
+        "evicted",
     ),
     "policy_outcome": ("allow", "deny", "mark", "protect", "rehydrate", "replace"),
 }

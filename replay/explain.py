@@ -72,6 +72,7 @@ OMITTED_PHRASES = {
     "broken_provenance": "its provenance is broken (a source it names is missing)",
     "redundant": "it repeats content already in the prompt",
     "compacted": "the runtime compacted the conversation before this request",
+    "evicted": "the runtime's own record shows it outside the context it sent",
 }
 
 

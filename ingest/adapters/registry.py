@@ -31,11 +31,17 @@ BUILTIN: dict[str, str] = {
     "anthropic-messages": "ingest.adapters.anthropic_messages:AnthropicMessagesAdapter",
     "gemini-cli": "ingest.adapters.gemini_cli:GeminiCliAdapter",
     "codex": "ingest.adapters.codex:CodexAdapter",
+    "inspect-ai": "ingest.adapters.inspect_ai:InspectAiAdapter",
+    "letta": "ingest.adapters.letta:LettaAdapter",
+    "esaa": "ingest.adapters.esaa:EsaaAdapter",
 }
 # Detection order of the built-ins: Claude Code lines are the most specific; an Anthropic
 # request body would also pass for an OpenAI conversation, so Anthropic is asked first; a
 # Gemini CLI session (typed messages, no roles) matches neither of those.
-DETECT_ORDER = ("claude-code", "codex", "gemini-cli", "anthropic-messages", "openai-chat")
+# Formats with keys of their own (inspect_ai logs, Letta agent files, ESAA event logs) are
+# asked before the chat formats (a Letta file holds OpenAI-shaped messages).
+DETECT_ORDER = ("claude-code", "codex", "gemini-cli", "inspect-ai", "letta", "esaa",
+                "anthropic-messages", "openai-chat")
 
 
 @runtime_checkable

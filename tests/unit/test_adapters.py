@@ -26,7 +26,8 @@ def _load(name: str, tmp_path: Path, **kw) -> tuple[Path, AdaptResult]:
 
 
 def test_formats_constant() -> None:
-    assert FORMATS == ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex", "export")
+    assert FORMATS == ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex", "inspect-ai", "letta", "esaa",
+                       "export")
 
 
 @pytest.mark.parametrize(
