@@ -150,6 +150,9 @@ def _workspace(b: Builder, path: Path, workspace: str, events: list[Event], seve
         else:
             rec = _action(b, cid, ev, records, last_user)
         records.append((ev, rec))
+        # who sees the event under the context rule: what the esaa runtime policy replays
+        b.fact(rec.id, agents=sorted(ev.agents))
+    b.thread(cid, [r for _, r in records])
 
 
 def _action(b: Builder, cid: str, ev: Event, records: list[tuple[Event, Rec]], last_user: str | None) -> Rec:
@@ -177,6 +180,7 @@ def _action(b: Builder, cid: str, ev: Event, records: list[tuple[Event, Rec]], l
                             f"(ESAA context --agent {agent} shows only its own events)"))
     tags = [f"runtime:esaa.last_n={LAST_N}", "runtime:esaa.visibility=agent", f"esaa_event:{ev.event_id}",
             f"esaa_action:{ev.kind}"]
+    b.runtime, b.runtime_settings = "esaa", {"agent": agent, "last_n": LAST_N}
     b.assembly(rid, [r for _, r in window], omitted, None, extra_tags=tags)
     return b.message(cid, "assistant", ev.text, ev.ts, participant_id=pid, model_run_id=rid,
                      speaker_label=f"{agent} {ev.kind}", parent_message_id=last_user)

@@ -528,6 +528,9 @@ def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.dat
         else:
             s.warn_once(f"event kind {kind!r}")
     s.finish(raw.get("messages"), s.last_time + dt.timedelta(milliseconds=1))
+    # the sample's history in the order it grew: what a plain agent loop resends whole
+    # (chat-full-history); verify holds each request's exact input against it
+    b.thread(cid, s.history)
     b.bump("samples")
 
 
@@ -602,6 +605,7 @@ def adapt_inspect_ai(path: Path, out_dir: Path, estimator: TokenEstimator | None
         raws = log.get("samples") if isinstance(log.get("samples"), list) else []
         where = [f"{path.name} sample {i}" for i in range(len(raws))]
     b = Builder(FORMAT, path, data, estimator)
+    b.runtime = "chat-full-history"
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
         b.use_exact(exact_estimator(_models(log, raws)))
     if not raws:

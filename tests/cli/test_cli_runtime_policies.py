@@ -265,3 +265,30 @@ def test_a_transcript_request_s_bundle_and_a_re_export_still_replay(capsys, tmp_
     again = export_store(db, tmp_path / "again")
     code, out, err = run(capsys, "verify", "--db", str(again))
     assert code == 0 and f"{swe_trajectory.STEPS} faithful" in out, out + err
+
+
+INSPECT = sorted([*REALDATA.glob("inspect-ai/*.json"), *REALDATA.glob("inspect-ai/*.eval")])
+ESAA = sorted(REALDATA.glob("conversation-esaa/*.jsonl"))
+
+
+@pytest.mark.skipif(not INSPECT or not ESAA, reason="shared/realdata is not beside this checkout")
+@pytest.mark.parametrize("path", [*INSPECT, *ESAA], ids=lambda p: p.name[:24])
+def test_inspect_ai_inputs_and_esaa_contexts_verify_faithful(capsys, tmp_path: Path, path: Path) -> None:
+    """inspect_ai records each model call's exact input: the chat loop's rule reproduces it;
+    ESAA's context rule reproduces each agent event's context."""
+    db = _store(capsys, path, tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    exact = path.suffix in (".json", ".eval")
+    assert {r["policy_version"] for r in rows} == {"chat-full-history" if exact else "esaa"}
+    if exact:
+        assert all("input:exact" in r["tags"] for r in rows)
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 0 and f"checked {len(rows)}: {len(rows)} faithful" in out, out + err
+
+
+@pytest.mark.skipif(not ESAA, reason="shared/realdata is not beside this checkout")
+def test_esaa_with_a_shorter_window_leaves_older_events_out(capsys, tmp_path: Path) -> None:
+    db = _store(capsys, ESAA[-1], tmp_path)
+    report = run_json(capsys, "compare", "esaa", "esaa:last_n=5", "--db", str(db))
+    assert report["affected"] > 0 and report["records"]["newly_included"]["total"] == 0
+    assert {r["reason"] for r in report["records"]["newly_omitted"]["by"]} == {"outside_window"}
