@@ -37,7 +37,7 @@ from ..widgets.footer import KeysFooter
 from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
-from ..widgets.safe import one_line, safe_text
+from ..widgets.safe import one_line, readable, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
 # seconds an opened request waits for its records before its screen shows "loading…" (the
@@ -269,7 +269,7 @@ class AssemblyScreen(Screen[None]):
             # the header names the speaker (untrusted): one line, cut to the width
             rule = f"── #{part.position} {one_line(part.header, PROMPT_WIDTH - 30)} · {part.tokens} tok "
             lines.append(rule.ljust(PROMPT_WIDTH, "─"))
-            for body_line in safe_text(part.body).split("\n"):
+            for body_line in readable(part.body).split("\n"):
                 wrapped = textwrap.wrap(
                     body_line, PROMPT_WIDTH, replace_whitespace=False, drop_whitespace=False
                 )

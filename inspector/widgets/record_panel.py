@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .safe import one_line, safe_text
+from .safe import one_line, readable, readable_line, safe_text
 
 KIND_SHORT = {
     "message": "message",
@@ -135,9 +135,9 @@ class RecordPanel(Horizontal):
         self.set_class(detail.decision is None, "-outside")
         self.query_one("#record-title", Static).update(title)
 
-        self.query_one("#record-why", Static).update(Text(safe_text(detail.why)))
+        self.query_one("#record-why", Static).update(Text(readable(detail.why)))
         content = Text("content  ", style="dim")
-        content.append(safe_text(detail.content) if detail.content else "(none)")
+        content.append(readable(detail.content) if detail.content else "(none)")
         self.query_one("#record-content", Static).update(content)
 
         trace = Text("decision trace", style="dim")
@@ -150,7 +150,7 @@ class RecordPanel(Horizontal):
             outcome = safe_text(row.get("outcome", ""))
             trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
             trace.append(f"{safe_text(row.get('reason_code', '')):<22} ")
-            trace.append(one_line(row.get("detail"), 80), style="dim")
+            trace.append(readable_line(row.get("detail"), 80), style="dim")
         self.query_one("#record-trace", Static).update(trace)
         self._show_links(detail, membership)
 
@@ -197,7 +197,7 @@ class RecordPanel(Horizontal):
             text.append("  [not in this assembly]", style="dim")
         label = link.get("label")
         if label and not link.get("self"):
-            text.append("  " + one_line(label, 80), style="dim")
+            text.append("  " + readable_line(label, 80), style="dim")
         return text
 
     def action_bisect(self) -> None:

@@ -5,11 +5,20 @@ newline and tab, DEL, C1) and bidirectional overrides into visible escapes such 
 ``\\x1b``, so a terminal prints them instead of obeying them. ``plain`` wraps the result in a
 ``rich.text.Text``, which is never parsed as markup. ``safe_column`` does the same to an
 Arrow string column in a few columnar passes (and none when the column is clean).
+
+Text bodies (a message, a tool's output, a label quoting them) are shown readable:
+``readable`` first removes whole terminal escape sequences (colours, cursor moves, OSC
+hyperlinks), so ``\\x1b[1mdeploy\\x1b[0m`` reads ``deploy``; what is left is escaped as
+above. Nothing is ever interpreted. ``set_escapes_shown(True)`` (the app's ``e`` key) shows
+the escaped form instead. Identifiers are always shown exact (``safe_text``): removing a
+sequence from an id could make two ids look alike.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,10 +26,61 @@ from rich.text import Text
 
 from ingest.text import UNSAFE_CODEPOINTS, UNSAFE_RE2, escape_char, one_line, visible_text
 
-__all__ = ["one_line", "plain", "safe_column", "safe_table", "safe_text"]
+__all__ = ["READABLE_COLUMNS", "escapes_shown", "one_line", "plain", "readable",
+           "readable_line", "safe_column", "safe_table", "safe_text", "set_escapes_shown",
+           "strip_sequences"]
 
 # the rule itself lives in ingest.text (one home for the CLI, the core and the app)
 safe_text = visible_text
+
+# ECMA-48 sequences, whole: CSI (ESC [ or 0x9b, parameters, intermediates, final byte),
+# control strings (OSC, DCS, SOS, PM, APC) up to their terminator, and two-byte escapes
+# (ESC, intermediates, a final byte that does not open one of the above). Written in the
+# syntax Python's re and RE2 (pyarrow.compute) share.
+_SEQUENCES = (
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[\x20-\x2f]*[\x30-\x4f\x51-\x57\x59\x5a\x5c\x60-\x7e]"
+)
+SEQUENCE_RE = re.compile(_SEQUENCES)
+# the columns of our tables that quote log text bodies (shown readable)
+READABLE_COLUMNS = frozenset({"label", "detail", "preview", "content", "text", "summary"})
+
+_mode = {"escapes_shown": False}
+
+
+def set_escapes_shown(shown: bool) -> None:
+    """Show terminal escape sequences in text bodies as escapes (True) or remove them for
+    reading (False, the default)."""
+    _mode["escapes_shown"] = bool(shown)
+
+
+def escapes_shown() -> bool:
+    return _mode["escapes_shown"]
+
+
+def strip_sequences(text: str) -> str:
+    """``text`` without its terminal escape sequences, CRLF line ends made LF (a lone
+    control character stays, to be shown escaped)."""
+    if "\x1b" not in text and "\r" not in text and not re.search("[\x90-\x9f]", text):
+        return text
+    return SEQUENCE_RE.sub("", text).replace("\r\n", "\n")
+
+
+def readable(value: Any) -> str:
+    """A text body to show: escape sequences removed (unless shown), then ``safe_text``."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return visible_text(text if escapes_shown() else strip_sequences(text))
+
+
+def readable_line(value: Any, limit: int | None = None) -> str:
+    """``readable`` on one line, cut with … at ``limit`` (``one_line`` of a body)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return one_line(text if escapes_shown() else strip_sequences(text), limit)
 
 
 def plain(value: Any, style: str = "") -> Text:
@@ -28,8 +88,10 @@ def plain(value: Any, style: str = "") -> Text:
     return Text(safe_text(value), style=style)
 
 
-def safe_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """An Arrow string column with unsafe characters escaped, columnar.
+def safe_column(column: pa.Array | pa.ChunkedArray,
+                body: bool = False) -> pa.Array | pa.ChunkedArray:
+    """An Arrow string column with unsafe characters escaped, columnar; for a ``body``
+    column (log text) escape sequences are first removed, as ``readable`` does.
 
     A clean column (the common case) costs one regex scan and is returned as is.
     """
@@ -41,6 +103,9 @@ def safe_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArra
     if not dirty:
         return column
     out = column
+    if body and not escapes_shown():
+        out = pc.replace_substring_regex(out, _SEQUENCES, "")
+        out = pc.replace_substring(out, "\r\n", "\n")
     for cp in UNSAFE_CODEPOINTS:
         ch = chr(cp)
         out = pc.replace_substring(out, ch, escape_char(ch))
@@ -48,6 +113,8 @@ def safe_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArra
 
 
 def safe_table(table: pa.Table) -> pa.Table:
-    """Every string column of ``table`` through ``safe_column``."""
-    columns = [safe_column(col) for col in table.columns]
+    """Every string column of ``table`` through ``safe_column`` (the ``READABLE_COLUMNS``
+    as bodies)."""
+    columns = [safe_column(col, name in READABLE_COLUMNS)
+               for name, col in zip(table.column_names, table.columns)]
     return pa.Table.from_arrays(columns, names=table.column_names)
