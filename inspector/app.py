@@ -69,8 +69,11 @@ class ContextLensApp(App[None]):
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
-        Binding("v", "reveal", "Reveal"),
-        Binding("e", "toggle_escapes", "Escapes", show=False),
+        Binding("v", "reveal", "Reveal",
+                tooltip="Reveal restricted content (asks first) / mask it again"),
+        Binding("e", "toggle_escapes", "Escapes", show=False,
+                tooltip="Escape sequences in log text: removed for reading / shown as "
+                        "escapes (never obeyed)"),
         Binding("q", "quit", "Quit"),
     ]
 

@@ -136,7 +136,7 @@ class RequestsScreen(Screen[None]):
         Binding("s", "sort", "Sort column"),
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
-        Binding("r", "reload", "Reload"),
+        Binding("R", "reload", "Reload"),
         Binding("V", "verify", "Verify all"),
         Binding("C", "compare", "Compare versions", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
