@@ -18,13 +18,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import re
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from rich.text import Text
 
 from ingest.text import UNSAFE_CODEPOINTS, UNSAFE_RE2, escape_char, one_line, visible_text
+
+from ..escapes import (
+    READABLE_COLUMNS,
+    SEQUENCES_RE2,
+    escapes_shown,
+    set_escapes_shown,
+    strip_sequences,
+)
 
 __all__ = ["READABLE_COLUMNS", "escapes_shown", "one_line", "plain", "readable",
            "readable_line", "safe_column", "safe_table", "safe_text", "set_escapes_shown",
@@ -32,39 +38,6 @@ __all__ = ["READABLE_COLUMNS", "escapes_shown", "one_line", "plain", "readable",
 
 # the rule itself lives in ingest.text (one home for the CLI, the core and the app)
 safe_text = visible_text
-
-# ECMA-48 sequences, whole: CSI (ESC [ or 0x9b, parameters, intermediates, final byte),
-# control strings (OSC, DCS, SOS, PM, APC) up to their terminator, and two-byte escapes
-# (ESC, intermediates, a final byte that does not open one of the above). Written in the
-# syntax Python's re and RE2 (pyarrow.compute) share.
-_SEQUENCES = (
-    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
-    r"|\x1b[\x20-\x2f]*[\x30-\x4f\x51-\x57\x59\x5a\x5c\x60-\x7e]"
-)
-SEQUENCE_RE = re.compile(_SEQUENCES)
-# the columns of our tables that quote log text bodies (shown readable)
-READABLE_COLUMNS = frozenset({"label", "detail", "preview", "content", "text", "summary"})
-
-_mode = {"escapes_shown": False}
-
-
-def set_escapes_shown(shown: bool) -> None:
-    """Show terminal escape sequences in text bodies as escapes (True) or remove them for
-    reading (False, the default)."""
-    _mode["escapes_shown"] = bool(shown)
-
-
-def escapes_shown() -> bool:
-    return _mode["escapes_shown"]
-
-
-def strip_sequences(text: str) -> str:
-    """``text`` without its terminal escape sequences, CRLF line ends made LF (a lone
-    control character stays, to be shown escaped)."""
-    if "\x1b" not in text and "\r" not in text and not re.search("[\x90-\x9f]", text):
-        return text
-    return SEQUENCE_RE.sub("", text).replace("\r\n", "\n")
 
 
 def readable(value: Any) -> str:
@@ -104,7 +77,7 @@ def safe_column(column: pa.Array | pa.ChunkedArray,
         return column
     out = column
     if body and not escapes_shown():
-        out = pc.replace_substring_regex(out, _SEQUENCES, "")
+        out = pc.replace_substring_regex(out, SEQUENCES_RE2, "")
         out = pc.replace_substring(out, "\r\n", "\n")
     for cp in UNSAFE_CODEPOINTS:
         ch = chr(cp)
