@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support.pilot import run_async, screen_text, settle, status
 from textual.command import CommandList, CommandPalette
 
@@ -227,3 +229,25 @@ async def test_help_screen_shows_the_conventions(sample_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         assert "One key, one meaning: r replays" in screen_text(app)
+
+
+@run_async
+async def test_hostile_ids_in_the_palette_are_plain_text(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An id full of markup and escape sequences is offered as text: no markup read, no
+    sequence sent to the terminal, and choosing it opens that very assembly."""
+    from support.hostile import AS1, MARKUP, build_hostile_db
+
+    from inspector.widgets.safe import one_line
+
+    app = ContextLensApp(db_path=build_hostile_db(tmp_path_factory.mktemp("hostile")))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        wanted = f"Open assembly {one_line(AS1, 80)}"
+        offered = await palette(pilot, "as1", wanted)
+        assert MARKUP in wanted and any(o == wanted for o in offered)
+        text = screen_text(app)
+        assert "Open assembly as1[bold red]MARKUP[/]" in text
+        assert "\x1b" not in text and "\u202e" not in text
+        await choose(pilot, offered, wanted)
+        assert isinstance(app.screen, AssemblyScreen) and app.screen.assembly_id == AS1
