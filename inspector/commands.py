@@ -198,9 +198,11 @@ class ContextLensCommands(Provider):
             yield hit
 
     async def _ids(self, query: str, matcher: Matcher) -> Hits:
-        """Assemblies and conversations whose id (or other searchable text) holds the
-        longest word typed that is not a command word."""
-        words = [w for w in query.split() if w.lower() not in _COMMAND_WORDS]
+        """Assemblies and conversations whose id holds the longest word typed that is not
+        a command word or a policy version (the list filter's text search finds them)."""
+        # a policy version names a command's argument, not a request
+        skip = _COMMAND_WORDS | {v.lower() for v in self.versions} | {"recorded"}
+        words = [w for w in query.split() if w.lower() not in skip]
         word = max(words, key=len, default="")
         if len(word) < 2:
             return
@@ -218,15 +220,18 @@ class ContextLensCommands(Provider):
         needle = word.lower()
         conversations: dict[str, str] = {}
         for assembly_id, conversation_id in rows:
-            conversations.setdefault(conversation_id, assembly_id)
+            if needle in conversation_id.lower():
+                conversations.setdefault(conversation_id, assembly_id)
+            if needle not in assembly_id.lower():
+                continue  # found by its tags or model: not what an id search asks for
             name = f"Open assembly {one_line(assembly_id, 80)}"
-            score = max(matcher.match(name), 0.6 if needle in assembly_id.lower() else 0.3)
+            score = max(matcher.match(name), 0.6)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda a=assembly_id: app.open_assembly(a), text=name,
                       help="Its context, omissions, trace and prompt")
         for conversation_id, assembly_id in conversations.items():
             name = f"Go to conversation {one_line(conversation_id, 80)}"
-            score = max(matcher.match(name), 0.5 if needle in conversation_id.lower() else 0.2)
+            score = max(matcher.match(name), 0.5)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda c=conversation_id, a=assembly_id: app.open_conversation(c, a),
                       text=name, help="Its branches, runs and requests")
