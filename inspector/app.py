@@ -17,12 +17,13 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
+from .commands import ContextLensCommands
 from .screens.assembly import AssemblyScreen
 from .screens.conversation import ConversationScreen
 from .screens.help import HelpScreen
 from .screens.requests import RequestsScreen
 from .widgets.reveal import ConfirmReveal
-from .widgets.safe import one_line
+from .widgets.safe import one_line, set_escapes_shown
 
 if TYPE_CHECKING:
     from ingest.store import Store
@@ -36,6 +37,7 @@ def key_owners() -> list[tuple[str, Any]]:
     from .screens.bundle import BundleScreen
     from .screens.compare import ComparePicker, CompareScreen
     from .screens.diff import DiffScreen
+    from .screens.lint import LintScreen
     from .screens.replay import PolicyPicker
     from .screens.verify import VerifyScreen
     from .widgets.record_panel import ProvenanceList, RecordPanel
@@ -54,6 +56,7 @@ def key_owners() -> list[tuple[str, Any]]:
         ("Compare: policy picker (request list, C)", ComparePicker),
         ("Compare", CompareScreen),
         ("Conversation", ConversationScreen),
+        ("Lint and safety findings (command palette)", LintScreen),
         ("Reveal confirmation", ConfirmReveal),
     ]
 
@@ -63,16 +66,25 @@ class ContextLensApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "contextlens"
+    # ctrl+p: our commands before Textual's own (keys, theme, screenshot, quit)
+    COMMANDS = {ContextLensCommands} | App.COMMANDS
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
-        Binding("v", "reveal", "Reveal"),
+        Binding("v", "reveal", "Reveal",
+                tooltip="Reveal restricted content (asks first) / mask it again"),
+        Binding("e", "toggle_escapes", "Escapes", show=False,
+                tooltip="Escape sequences in log text: removed for reading / shown as "
+                        "escapes (never obeyed)"),
         Binding("q", "quit", "Quit"),
     ]
 
     # Whether restricted privacy classes are shown. Set from the command line or for this
     # session after a confirmation; never written anywhere.
     reveal: reactive[bool] = reactive(False)
+    # Whether terminal escape sequences in log text are shown as visible escapes (``\x1b[1m``)
+    # instead of removed for reading. Either way they are never sent to the terminal.
+    show_escapes: reactive[bool] = reactive(False)
 
     def __init__(
         self,
@@ -89,6 +101,7 @@ class ContextLensApp(App[None]):
         self._policies_lock = threading.Lock()
         self.initial_assembly = initial_assembly
         self.set_reactive(ContextLensApp.reveal, reveal)
+        set_escapes_shown(False)  # the module's mode follows this app's (one app per process)
         self._local = threading.local()
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
@@ -234,16 +247,74 @@ class ContextLensApp(App[None]):
 
         self.push_screen(VerifyScreen())
 
+    def open_lint(self, rules: frozenset[str] | None = None, title: str = "Lint") -> None:
+        """The lint findings of the store (only those of ``rules`` when given)."""
+        from .screens.lint import LintScreen
+
+        self.push_screen(LintScreen(rules, title))
+
+    def list_screen(self) -> RequestsScreen | None:
+        """The request list (the bottom of the screen stack)."""
+        screen = self.screen_stack[0] if self.screen_stack else None
+        return screen if isinstance(screen, RequestsScreen) else None
+
+    def apply_list_filter(self, text: str) -> None:
+        """Back to the request list, filtered by ``text`` (as if typed in its filter)."""
+        from textual.widgets import Input
+
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, RequestsScreen):
+            self.pop_screen()
+        screen = self.list_screen()
+        if screen is None:
+            return
+        screen.query_one("#filter", Input).value = text
+        screen.apply_filter(text)
+
+    def _list_filter(self) -> tuple[Any, str]:
+        screen = self.list_screen()
+        if screen is None:
+            return None, ""
+        return screen.query_state.flt, screen.query_state.text
+
+    def pick_compare_from_list(self) -> None:
+        """``pick_compare`` over the requests the list's filter selects (its C key)."""
+        self.pick_compare(*self._list_filter())
+
+    def compare_from_list(self, a: str, b: str) -> None:
+        """``open_compare`` of A and B over the requests the list's filter selects."""
+        self.open_compare(a, b, *self._list_filter())
+
     def watch_reveal(self, reveal: bool) -> None:
-        self.sub_title = one_line(self.db_path.name, 80) + (
-            " · RESTRICTED CONTENT REVEALED" if reveal else ""
+        self._update_sub_title()
+
+    def _update_sub_title(self) -> None:
+        self.sub_title = (
+            one_line(self.db_path.name, 80)
+            + (" · RESTRICTED CONTENT REVEALED" if self.reveal else "")
+            + (" · escapes shown" if self.show_escapes else "")
         )
+
+    def watch_show_escapes(self, shown: bool) -> None:
+        set_escapes_shown(shown)
+        self._update_sub_title()
+        if self.is_running:
+            # every screen that shows log text fills itself again, as after a reveal
+            self.mutate_reactive(ContextLensApp.reveal)
+            screen = self.list_screen()
+            if screen is not None and screen.is_mounted:
+                screen.reload()
 
     # ------------------------------------------------------------------ actions
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_toggle_escapes(self) -> None:
+        """Log text readable (escape sequences removed) or exact (shown as escapes)."""
+        self.show_escapes = not self.show_escapes
+        self.notify("Escape sequences shown as escapes." if self.show_escapes
+                    else "Escape sequences removed for reading.")
 
     def action_reveal(self) -> None:
         """Toggle restricted content: revealing asks first, hiding does not."""

@@ -15,7 +15,9 @@ import click
 from ingest.text import clip, json_safe, visible_text
 from ingest.timefmt import table_time
 
-__all__ = ["JsonResults", "clear_progress", "dumps", "emit_json", "json_default", "print_compare",
+from .escapes import READABLE_COLUMNS, strip_sequences
+
+__all__ = ["JsonResults", "cell", "clear_progress", "dumps", "emit_json", "json_default", "print_compare",
            "print_diff", "print_table", "progress_printer", "stream_json_array", "stream_table", "vis"]
 
 
@@ -51,9 +53,21 @@ def vis(value: Any) -> str:
     return visible_text(str(value))
 
 
+def cell(value: Any, column: str, width: int | None) -> str:
+    """One table cell: escaped data on one line (newlines shown as ⏎), cut with … at
+    ``width``; in a column that quotes log text (a label, a detail) terminal escape
+    sequences are removed first, for reading (``--json`` prints the exact text)."""
+    if isinstance(value, str) and column in READABLE_COLUMNS:
+        value = strip_sequences(value)
+    text = vis(value)
+    if "\n" in text or "\t" in text:
+        text = text.replace("\r", " ").replace("\n", " ⏎ ").replace("\t", " ")
+    return clip(text, width)
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> None:
     """A plain, aligned text table (no markup: every cell is escaped data)."""
-    cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+    cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     for row in cells:
@@ -68,7 +82,7 @@ def stream_table(batches: Iterable[list[dict[str, Any]]], columns: list[str],
     widths: list[int] | None = None
     shown = 0
     for rows in batches:
-        cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+        cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
         if widths is None:
             widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
             click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
@@ -134,7 +148,7 @@ def progress_printer() -> Callable[[str, int, int], None] | None:
         width = 30
         filled = int(width * done / total) if total else width
         bar = "█" * filled + "░" * (width - filled)
-        sys.stderr.write(f"\r{stage[:28]:<28} {bar} {done}/{total}")
+        sys.stderr.write(f"\r{clip(stage, 28):<28} {bar} {done}/{total}")
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -269,7 +283,7 @@ def print_compare(d: dict[str, Any]) -> None:
 
 
 def _table_lines(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> list[str]:
-    cells = [[clip(vis(r.get(c)), max_width) for c in columns] for r in rows]
+    cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]

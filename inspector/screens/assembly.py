@@ -37,13 +37,20 @@ from ..widgets.footer import KeysFooter
 from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
-from ..widgets.safe import one_line, safe_text
+from ..widgets.safe import one_line, readable, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
 # seconds an opened request waits for its records before its screen shows "loading…" (the
 # request list stays on screen meanwhile)
 SHOW_WAIT = 0.1
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
+# what the record panel says when the active tab has no record under its cursor
+NO_RECORD = {
+    "context": "No record highlighted: move the cursor to a record.",
+    "omitted": "No omitted record highlighted: move the cursor to a record under a reason.",
+    "trace": "No decision highlighted: move the cursor to a row.",
+    "prompt": "The prompt shows no records to pick: pick one on Context, Omitted or Trace.",
+}
 
 
 # ---------------------------------------------------------------------- messages
@@ -123,6 +130,7 @@ class AssemblyScreen(Screen[None]):
         self._tokens: TokenAccounting | None = None
         self._omitted_rows: list[dict[str, Any]] | None = None
         self._built: set[str] = set()  # tabs whose content has been built
+        self._keep_cursors: dict[str, int] | None = None  # restored once records are back
 
     # ------------------------------------------------------------------ layout
 
@@ -214,6 +222,8 @@ class AssemblyScreen(Screen[None]):
         return False
 
     def _reveal_changed(self, _reveal: bool) -> None:
+        # the same records come back, masked or not: the cursors stay on them
+        self._keep_cursors = self._cursors()
         self._prompt_requested = False
         self.query_one("#prompt-log", Log).clear()
         self._load()
@@ -270,7 +280,7 @@ class AssemblyScreen(Screen[None]):
             # the header names the speaker (untrusted): one line, cut to the width
             rule = f"── #{part.position} {one_line(part.header, PROMPT_WIDTH - 30)} · {part.tokens} tok "
             lines.append(rule.ljust(PROMPT_WIDTH, "─"))
-            for body_line in safe_text(part.body).split("\n"):
+            for body_line in readable(part.body).split("\n"):
                 wrapped = textwrap.wrap(
                     body_line, PROMPT_WIDTH, replace_whitespace=False, drop_whitespace=False
                 )
@@ -339,6 +349,9 @@ class AssemblyScreen(Screen[None]):
         self._omitted_rows = content.omitted
         self._built = set()
         await self._build_tab(self._current_tab())
+        keep, self._keep_cursors = self._keep_cursors, None
+        if keep:
+            self._restore_cursors(keep)
         if self._selected is not None:  # the reveal changed: explain the record again
             self._select(*self._selected)
         elif content.first is not None:
@@ -366,6 +379,23 @@ class AssemblyScreen(Screen[None]):
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)
             self._fill_omitted(self._omitted_rows)
+
+    def _cursors(self) -> dict[str, int]:
+        """Where each tab's cursor is (row or tree line)."""
+        out = {f"{name}-table": table.cursor_row for name in ("context", "trace")
+               for table in self.query(f"#{name}-table").results(DataTable)}
+        out["omitted-tree"] = self.query_one("#omitted-tree", Tree).cursor_line
+        return out
+
+    def _restore_cursors(self, keep: dict[str, int]) -> None:
+        for name in ("context", "trace"):
+            for table in self.query(f"#{name}-table").results(DataTable):
+                row = keep.get(f"{name}-table")
+                if row is not None and 0 < row < table.row_count:
+                    table.move_cursor(row=row, animate=False)
+        line = keep.get("omitted-tree")
+        if "omitted" in self._built and line is not None and line >= 0:
+            self.query_one("#omitted-tree", Tree).cursor_line = line
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#omitted-tree", OmittedTree).show_groups(rows)
@@ -420,28 +450,32 @@ class AssemblyScreen(Screen[None]):
             )
 
     def _select_under_cursor(self, tab: str) -> None:
-        """Select the record under the cursor of ``tab``'s table or tree."""
+        """Select the record under the cursor of ``tab``'s table or tree; with none there,
+        the panel says so (it never keeps a record picked on another tab)."""
         if tab in ("context", "trace"):
             for table in self.query(f"#{tab}-table").results(DataTable):
                 if table.row_count:
                     self._select_row_of(tab, table.cursor_row)
+                    return
         elif tab == "omitted":
             node = self.query_one("#omitted-tree", Tree).cursor_node
             data = (node.data if node is not None else None) or {}
             if "kind" in data:
                 self._walk.clear()
                 self.post_message(RecordSelected(data["kind"], data["id"]))
+                return
+        self._selected = None
+        self._walk.clear()
+        self.query_one(RecordPanel).show_message(NO_RECORD.get(tab, NO_RECORD["context"]))
 
     @on(DataTable.RowSelected)
     def row_selected(self, _event: DataTable.RowSelected) -> None:
         self.action_focus_provenance()
 
     @on(Tree.NodeHighlighted, "#omitted-tree")
-    def omitted_highlighted(self, event: Tree.NodeHighlighted) -> None:
-        data = event.node.data or {}
-        if "kind" in data and self._current_tab() == "omitted":
-            self._walk.clear()
-            self.post_message(RecordSelected(data["kind"], data["id"]))
+    def omitted_highlighted(self, _event: Tree.NodeHighlighted) -> None:
+        if self._current_tab() == "omitted":
+            self._select_under_cursor("omitted")
 
     @on(Tree.NodeSelected, "#omitted-tree")
     def omitted_selected(self, event: Tree.NodeSelected) -> None:
@@ -480,8 +514,7 @@ class AssemblyScreen(Screen[None]):
         await self._build_tab(tab)
         if tab == "prompt":
             self._request_prompt()
-        else:
-            self._select_under_cursor(tab)
+        self._select_under_cursor(tab)
         if tab == "omitted":
             self.call_after_refresh(self._show_top_of_omitted)
         focus_target = {

@@ -173,7 +173,7 @@ class CompareScreen(Screen[None]):
 
     BINDINGS = [
         Binding("enter", "open", "Open diff", show=False),
-        Binding("r", "rerun", "Compare again"),
+        Binding("R", "rerun", "Compare again"),
         Binding("escape", "back", "Stop / back"),
     ]
 

@@ -21,6 +21,7 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section title, [(keys, description)]) for the app, each screen and our widgets."""
     from textual_fastdatatable import DataTable
 
+    from ..app import ContextLensApp as app_class
     from ..app import key_owners
 
     owners = key_owners() + [("Help", HelpScreen)]
@@ -28,8 +29,15 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
     for title, owner in owners:
         rows: dict[str, list[str]] = {}
         for binding in Binding.make_bindings(owner.BINDINGS):
-            rows.setdefault(binding.description or binding.action, []).append(_key_label(binding))
-        sections.append((title, [(", ".join(keys), desc) for desc, keys in rows.items()]))
+            # the tooltip, where a binding has one, is the longer wording of its footer label
+            meaning = binding.tooltip or binding.description or binding.action
+            rows.setdefault(meaning, []).append(_key_label(binding))
+        listed = [(", ".join(keys), desc) for desc, keys in rows.items()]
+        if owner is app_class:
+            listed.append((app_class.COMMAND_PALETTE_BINDING,
+                           "Command palette: every command by name, a request or "
+                           "conversation by part of its id"))
+        sections.append((title, listed))
     # the tables' own movement keys, from the widget's bindings
     moves = {"cursor_up", "cursor_down", "cursor_left", "cursor_right", "page_up",
              "page_down", "scroll_home", "scroll_end"}
@@ -41,8 +49,17 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
     return sections
 
 
+# what a key means does not change between screens
+CONVENTIONS = (
+    "One key, one meaning: r replays (pick a policy version), R runs again (reloads the "
+    "list, verifies or compares again), enter opens what is highlighted, esc goes back, "
+    "c opens the conversation, a picks side A. Only q differs: it closes a dialog when one "
+    "is open, else quits."
+)
+
+
 def help_text() -> Text:
-    text = Text()
+    text = Text(CONVENTIONS + "\n\n", style="italic")
     for index, (title, rows) in enumerate(_sections()):
         if index:
             text.append("\n")

@@ -136,7 +136,7 @@ class RequestsScreen(Screen[None]):
         Binding("s", "sort", "Sort column"),
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
-        Binding("r", "reload", "Reload"),
+        Binding("R", "reload", "Reload"),
         Binding("V", "verify", "Verify all"),
         Binding("C", "compare", "Compare versions", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
@@ -375,6 +375,12 @@ class RequestsScreen(Screen[None]):
             self._keys.column("assembly_id")[row].as_py(),
             self._keys.column("conversation_id")[row].as_py(),
         )
+
+    def highlighted_assembly(self) -> str | None:
+        """The highlighted row's assembly id (the command palette acts on it)."""
+        table = self._table()
+        keys = self._row_keys(table.cursor_row) if table is not None else None
+        return keys[0] if keys is not None else None
 
     def _open_row(self, row: int) -> None:
         keys = self._row_keys(row)

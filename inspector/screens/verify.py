@@ -84,7 +84,7 @@ class VerifyScreen(Screen[None]):
 
     BINDINGS = [
         Binding("enter", "open", "Open diff", show=False),
-        Binding("r", "rerun", "Verify again"),
+        Binding("R", "rerun", "Verify again"),
         Binding("escape", "back", "Back"),
     ]
 

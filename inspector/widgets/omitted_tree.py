@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Tree
 
-from .safe import one_line, safe_text
+from .safe import one_line, readable_line, safe_text
 
 
 class OmittedTree(Tree[dict[str, Any]]):
@@ -52,7 +52,7 @@ def _group_label(reason: str, members: list[dict[str, Any]]) -> Text:
     details = {m.get("detail") or "" for m in members}
     if len(members) > 1 and len(details) == 1 and next(iter(details)):
         # one shared reason, e.g. "dropped by compaction #1 at … (preTokens …)"
-        label.append(f" · {one_line(next(iter(details)), 100)}", style="dim")
+        label.append(f" · {readable_line(next(iter(details)), 100)}", style="dim")
     return label
 
 
@@ -61,5 +61,5 @@ def _leaf_label(m: dict[str, Any]) -> Text:
     leaf.append(f"{safe_text(m['record_kind']):<14}", style="cyan")
     leaf.append(f"{one_line(m['record_id'], 120):<12} ", style="bold")
     leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
-    leaf.append(one_line(m["label"], 80))
+    leaf.append(readable_line(m["label"], 80))
     return leaf

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .safe import one_line, safe_text
+from .safe import one_line, readable, readable_line, safe_text
 
 KIND_SHORT = {
     "message": "message",
@@ -120,8 +120,10 @@ class RecordPanel(Horizontal):
         self.provenance_list.clear_options()
 
     def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]) -> None:
-        """Display ``detail``; ``membership`` says which records are in this assembly."""
-        self.detail = detail
+        """Display ``detail``; ``membership`` says which records are in this assembly.
+
+        Everything is built first and then put on screen in one go, so the title, the
+        why-sentence, the trace and the provenance pane always show the same record."""
         place, place_style = decision_summary(detail.decision)
         title = Text()
         title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
@@ -132,13 +134,10 @@ class RecordPanel(Horizontal):
             title.append("  ✗ record missing from the export", style="bold red")
         if detail.privacy_class:
             title.append(f"  ·  {safe_text(detail.privacy_class)}", style="magenta")
-        self.set_class(detail.decision is None, "-outside")
-        self.query_one("#record-title", Static).update(title)
 
-        self.query_one("#record-why", Static).update(Text(safe_text(detail.why)))
+        why = Text(safe_text(detail.why))  # it names ids: shown exact
         content = Text("content  ", style="dim")
-        content.append(safe_text(detail.content) if detail.content else "(none)")
-        self.query_one("#record-content", Static).update(content)
+        content.append(readable(detail.content) if detail.content else "(none)")
 
         trace = Text("decision trace", style="dim")
         if not detail.trace:
@@ -150,27 +149,37 @@ class RecordPanel(Horizontal):
             outcome = safe_text(row.get("outcome", ""))
             trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
             trace.append(f"{safe_text(row.get('reason_code', '')):<22} ")
-            trace.append(one_line(row.get("detail"), 80), style="dim")
-        self.query_one("#record-trace", Static).update(trace)
-        self._show_links(detail, membership)
+            trace.append(readable_line(row.get("detail"), 80), style="dim")
+        links = self._links_of(detail)
+        options = [Option(self._link_text(link, membership), id=f"link-{index}")
+                   for index, link in enumerate(links)]
 
-    def _show_links(
-        self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]
-    ) -> None:
-        # the store's chain starts with the record itself (depth 0)
-        chain = list(detail.provenance)
-        if not chain or int(chain[0].get("depth") or 0) != 0:
-            chain.insert(0, {"kind": detail.kind, "id": detail.record_id, "label": "",
-                             "broken": False, "depth": 0, "via": None})
-        links = [{**chain[0], "self": True}] + chain[1:]
+        self.detail = detail
         self._links = links
-        options = []
-        for index, link in enumerate(links):
-            options.append(Option(self._link_text(link, membership), id=f"link-{index}"))
+        self.set_class(detail.decision is None, "-outside")
+        self.query_one("#record-title", Static).update(title)
+        self.query_one("#record-why", Static).update(why)
+        self.query_one("#record-content", Static).update(content)
+        self.query_one("#record-trace", Static).update(trace)
         plist = self.provenance_list
         plist.set_options(options)
         if options:
             plist.highlighted = 0
+
+    @staticmethod
+    def _links_of(detail: RecordDetail) -> list[dict[str, Any]]:
+        """The provenance links shown: the record itself first (the store's chain starts
+        with it, at depth 0), then what it came from."""
+        chain = list(detail.provenance)
+        head = chain[0] if chain and int(chain[0].get("depth") or 0) == 0 else None
+        if head is not None:
+            chain.pop(0)
+        if head is None or (str(head.get("kind")), str(head.get("id"))) != (
+                detail.kind, detail.record_id):
+            # the first line always names the record the title names
+            head = {"kind": detail.kind, "id": detail.record_id, "label": "",
+                    "broken": False, "depth": 0, "via": None}
+        return [{**head, "self": True}, *chain]
 
     @staticmethod
     def _link_text(link: dict[str, Any], membership: dict[tuple[str, str], dict[str, Any]]) -> Text:
@@ -197,7 +206,7 @@ class RecordPanel(Horizontal):
             text.append("  [not in this assembly]", style="dim")
         label = link.get("label")
         if label and not link.get("self"):
-            text.append("  " + one_line(label, 80), style="dim")
+            text.append("  " + readable_line(label, 80), style="dim")
         return text
 
     def action_bisect(self) -> None:

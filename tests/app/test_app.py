@@ -207,6 +207,12 @@ async def test_markup_and_control_characters_shown_literally(app_db: Path) -> No
         await open_as1(pilot)
         text = screen_text(app)
         assert MARKUP in text  # msg1's label in the context table and the panel
+        # the colour sequence is removed for reading; the bidi override stays visible
+        assert f"{MARKUP} red\\u202e" in text and "\\x1b[31m" not in text
+        assert "\x1b" not in text and "\u202e" not in text
+        await pilot.press("e")  # the escaped form
+        await settle(pilot)
+        text = screen_text(app)
         assert "\\x1b[31mred\\u202e" in text
         assert "\x1b" not in text and "\u202e" not in text
 

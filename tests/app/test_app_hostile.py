@@ -26,7 +26,7 @@ from inspector.screens.assembly import AssemblyScreen
 from inspector.screens.conversation import ConversationScreen
 from inspector.screens.requests import RequestsScreen
 from inspector.widgets.record_panel import RecordPanel
-from inspector.widgets.safe import safe_text
+from inspector.widgets.safe import readable, safe_text
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ async def test_assembly_tabs_and_record_panel_show_hostile_text_as_data(hostile_
                        *VISIBLE)
         panel = screen.query_one(RecordPanel)
         content = str(panel.query_one("#record-content").render())
-        assert "content " + safe_text(HOSTILE) in content
+        assert "content " + readable(HOSTILE) in content
         # the record panel's why-sentence names the hostile ids as text
         why = str(panel.query_one("#record-why").render())
         assert safe_text(RENAMED["msg1"]) in why
@@ -122,7 +122,7 @@ async def test_assembly_tabs_and_record_panel_show_hostile_text_as_data(hostile_
         await pilot.press("end")
         await settle_quickly(pilot)
         content = str(panel.query_one("#record-content").render())
-        assert "tool " + safe_text(HOSTILE) in content
+        assert "tool " + readable(HOSTILE) in content
         text = assert_nothing_obeyed(app)
         # omitted tab: groups and hostile labels
         await pilot.press("2")
@@ -136,7 +136,7 @@ async def test_assembly_tabs_and_record_panel_show_hostile_text_as_data(hostile_
         assert_visible(text, "m3[bold red]MARKUP[/]")
         trace = screen.query_one("#trace-table")
         details = [str(v) for r in range(trace.row_count) for v in trace.get_row_at(r)]
-        assert any(v.startswith("decision " + safe_text(HOSTILE)) for v in details)
+        assert any(v.startswith("decision " + readable(HOSTILE)) for v in details)
         # prompt tab: speaker labels and the whole content, the long line wrapped
         await pilot.press("4")
         await settle_quickly(pilot)
@@ -191,7 +191,7 @@ async def test_provenance_walk_and_notification_show_hostile_text_as_data(hostil
         await pilot.press("enter")
         await settle_quickly(pilot)
         content = str(screen.query_one(RecordPanel).query_one("#record-content").render())
-        assert "preview " + safe_text(HOSTILE) in content
+        assert "preview " + readable(HOSTILE) in content
         assert_nothing_obeyed(app)
         await pilot.press("backspace")
         await settle_quickly(pilot)

@@ -1,0 +1,244 @@
+"""The command palette's contextlens commands (ctrl+p): a Textual command provider.
+
+Every command calls the app method its key calls (``open_assembly``, ``pick_replay``,
+``open_diff``, ``open_verify``, ``action_reveal``…), so the palette is a second way in, never
+a second implementation. Commands about one request act on the request in focus: the open
+assembly (or the diff's), else the row highlighted in the request list. Typing part of an
+assembly or conversation id finds it in the store (the list filter's text search, a few
+rows). Hits show untrusted text (ids) as plain text, never as markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
+from textual.content import Content
+
+from ingest.errors import ContextlensError
+from ingest.filters import AssemblyFilter, Term
+
+from .widgets.safe import one_line
+
+if TYPE_CHECKING:
+    from .app import ContextLensApp
+
+# the list filter each preset applies
+INCIDENTS_FILTER = "tag:incident"
+ID_HITS = 8  # assemblies an id search offers at most
+# words of a command name: not part of an id the user types after them
+_COMMAND_WORDS = frozenset(
+    "open assembly request go to conversation conv replay diff against under".split()
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One palette entry: its name (what is matched), what it does, and the call."""
+
+    name: str
+    help: str
+    run: Callable[[], Any]
+    discover: bool = True  # listed before anything is typed
+
+
+@dataclass(frozen=True)
+class Focus:
+    """The request the palette's per-request commands act on."""
+
+    assembly_id: str
+    conversation_id: str | None
+    policy_version: str | None
+
+
+def focused_assembly(screen: Any) -> str | None:
+    """The assembly id the screen is about: the open assembly or diff, else the request
+    list's highlighted row."""
+    assembly_id = getattr(screen, "assembly_id", None)
+    if isinstance(assembly_id, str) and assembly_id:
+        return assembly_id
+    highlighted = getattr(screen, "highlighted_assembly", None)
+    if callable(highlighted):
+        value = highlighted()
+        return value if isinstance(value, str) and value else None
+    return None
+
+
+def safety_rules() -> frozenset[str]:
+    """The lint rules that report the safety findings (one definition: replay.safety)."""
+    from replay.safety import LINT_RULES
+
+    return frozenset(LINT_RULES.values())
+
+
+def plain_hit_text(matcher: Matcher, text: str) -> Content:
+    """``text`` as plain content (never markup) with the matched characters styled."""
+    content = Content(text)
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, text)
+    for offset in offsets:
+        if not text[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
+
+
+class ContextLensCommands(Provider):
+    """contextlens commands for Textual's command palette."""
+
+    async def startup(self) -> None:
+        app: ContextLensApp = self.app  # type: ignore[assignment]
+        assembly_id = focused_assembly(self.screen)
+
+        def load() -> tuple[list[str], Focus | None]:
+            answers = app.answers()
+            try:
+                versions = [p.version for p in answers.policies()]
+            except ContextlensError:
+                versions = []  # a bad policy folder: the request commands still work
+            focus = None
+            if assembly_id is not None:
+                try:
+                    row = answers.request(assembly_id, reveal=bool(app.reveal))
+                except ContextlensError:
+                    row = {}
+                focus = Focus(assembly_id, row.get("conversation_id"), row.get("policy_version"))
+            return versions, focus
+
+        try:
+            self.versions, self.focus = await asyncio.to_thread(load)
+        except ContextlensError:
+            self.versions, self.focus = [], None
+
+    # ------------------------------------------------------------------ the commands
+
+    def commands(self) -> Iterator[Command]:
+        app: ContextLensApp = self.app  # type: ignore[assignment]
+        yield Command("Verify: replay every request under its recorded policy",
+                      "Faithful, drifted or inconsistent, request by request (V)",
+                      app.open_verify)
+        yield Command("Lint: transcript pitfalls and safety findings",
+                      "Every finding of `contextlens lint`; enter opens its request",
+                      app.open_lint)
+        yield Command("Filter: incidents", f"The request list filtered by {INCIDENTS_FILTER}",
+                      lambda: app.apply_list_filter(INCIDENTS_FILTER))
+        yield Command("Filter: drifted requests (verify)",
+                      "Requests whose replay differs from the recording, from verify",
+                      app.open_verify)
+        yield Command("Filter: safety findings",
+                      "Recorded prompts that broke a safety invariant (stale, superseded, "
+                      "private…); enter opens the request",
+                      lambda: app.open_lint(safety_rules(), "Safety findings"))
+        yield Command("Filter: clear", "Show every request", lambda: app.apply_list_filter(""))
+        yield Command("Compare two versions…",
+                      "Pick B and A; over the requests the list's filter selects (C)",
+                      app.pick_compare_from_list)
+        if app.reveal:
+            yield Command("Mask restricted content", "Hide restricted content again (v)",
+                          app.action_reveal)
+        else:
+            yield Command("Reveal restricted content…",
+                          "Show restricted privacy classes, after a confirmation (v)",
+                          app.action_reveal)
+        yield Command("Escapes: show the escaped form" if not app.show_escapes
+                      else "Escapes: readable text",
+                      "Terminal escape sequences in log text: removed for reading, or shown "
+                      "as visible escapes (e)", app.action_toggle_escapes)
+        versions = list(self.versions)
+        for a in ["recorded", *versions]:
+            for b in versions:
+                if a != b:
+                    yield Command(f"Compare {a} → {b}",
+                                  "Over the requests the list's filter selects",
+                                  lambda a=a, b=b: app.compare_from_list(a, b), discover=False)
+        focus = self.focus
+        if focus is None:
+            return
+        shown = one_line(focus.assembly_id, 60)
+        recorded = focus.policy_version
+        yield Command(f"Replay {shown} under a version…",
+                      "Pick a policy version and what to diff against (r)",
+                      lambda: app.pick_replay(focus.assembly_id, recorded))
+        for version in versions:
+            yield Command(f"Replay {shown} under {version}",
+                          f"Diff the recording against a replay under {version}",
+                          lambda v=version: app.open_diff(focus.assembly_id, v),
+                          discover=False)
+        if recorded in versions:
+            for version in versions:
+                if version != recorded:
+                    yield Command(
+                        f"Diff {shown} against {version}",
+                        f"A replay under {version} (A) against one under its recorded "
+                        f"{recorded} (B)",
+                        lambda v=version: app.open_diff(focus.assembly_id, recorded, v),
+                        discover=False)
+        if focus.conversation_id:
+            yield Command(f"Go to the conversation of {shown}",
+                          one_line(focus.conversation_id, 80),
+                          lambda: app.open_conversation(focus.conversation_id,
+                                                        focus.assembly_id))
+
+    # ------------------------------------------------------------------ the provider
+
+    async def discover(self) -> Hits:
+        for command in self.commands():
+            if command.discover:
+                yield DiscoveryHit(Content(command.name), command.run, text=command.name,
+                                   help=_escape_markup(command.help))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for command in self.commands():
+            score = matcher.match(command.name)
+            if score > 0:
+                yield Hit(score, plain_hit_text(matcher, command.name), command.run,
+                          text=command.name, help=_escape_markup(command.help))
+        async for hit in self._ids(query, matcher):
+            yield hit
+
+    async def _ids(self, query: str, matcher: Matcher) -> Hits:
+        """Assemblies and conversations whose id holds the longest word typed that is not
+        a command word or a policy version (the list filter's text search finds them)."""
+        # a policy version names a command's argument, not a request
+        skip = _COMMAND_WORDS | {v.lower() for v in self.versions} | {"recorded"}
+        words = [w for w in query.split() if w.lower() not in skip]
+        word = max(words, key=len, default="")
+        if len(word) < 2:
+            return
+        app: ContextLensApp = self.app  # type: ignore[assignment]
+
+        def look_up() -> list[tuple[str, str]]:
+            flt = AssemblyFilter((Term(None, word),), word)
+            page = app.answers().requests(flt, limit=ID_HITS, counts=(0, 0))
+            return [(k["assembly_id"], k["conversation_id"]) for k in page.keys.to_pylist()]
+
+        try:
+            rows = await asyncio.to_thread(look_up)
+        except ContextlensError:
+            return
+        needle = word.lower()
+        conversations: dict[str, str] = {}
+        for assembly_id, conversation_id in rows:
+            if needle in conversation_id.lower():
+                conversations.setdefault(conversation_id, assembly_id)
+            if needle not in assembly_id.lower():
+                continue  # found by its tags or model: not what an id search asks for
+            name = f"Open assembly {one_line(assembly_id, 80)}"
+            score = max(matcher.match(name), 0.6)
+            yield Hit(score, plain_hit_text(matcher, name),
+                      lambda a=assembly_id: app.open_assembly(a), text=name,
+                      help="Its context, omissions, trace and prompt")
+        for conversation_id, assembly_id in conversations.items():
+            name = f"Go to conversation {one_line(conversation_id, 80)}"
+            score = max(matcher.match(name), 0.5)
+            yield Hit(score, plain_hit_text(matcher, name),
+                      lambda c=conversation_id, a=assembly_id: app.open_conversation(c, a),
+                      text=name, help="Its branches, runs and requests")
+
+
+def _escape_markup(text: str) -> str:
+    """Help text is read as markup by the palette: ours has none, but brackets stay literal."""
+    from textual.markup import escape
+
+    return escape(text)

@@ -1,0 +1,133 @@
+"""Lint findings in the app: transcript pitfalls and safety invariants of the recorded
+assemblies, one row per finding (``ReadModel.lint``, the answer ``contextlens lint`` prints).
+
+Opened from the command palette ("Lint", or "Safety findings" for the safety rules only);
+Enter opens the finding's assembly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Header, Static
+from textual.worker import get_current_worker
+from textual_fastdatatable import DataTable
+
+from ingest.errors import ContextlensError
+
+from ..widgets.arrow_table import arrow_table
+from ..widgets.footer import KeysFooter
+
+COLUMNS = ("severity", "rule", "assembly", "record", "detail")
+
+
+class LintLoaded(Message):
+    def __init__(self, findings: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.findings = findings
+
+
+class LintFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def findings_table(findings: list[dict[str, Any]]) -> pa.Table:
+    """The rows shown, one per finding (text is escaped by the table)."""
+    return pa.table({
+        "severity": [f.get("severity") or "" for f in findings],
+        "rule": [f.get("rule") or "" for f in findings],
+        "assembly": [f.get("assembly_id") or "" for f in findings],
+        "record": [" ".join(str(p) for p in (f.get("record_kind"), f.get("record_id")) if p)
+                   for f in findings],
+        "detail": [f.get("detail") or "" for f in findings],
+    })
+
+
+class LintScreen(Screen[None]):
+    """Every lint finding of the store (or those of ``rules``)."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open assembly"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, rules: frozenset[str] | None = None, title: str = "Lint") -> None:
+        super().__init__()
+        self.rules = rules  # None: every rule
+        self.title_text = title
+        self.findings: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(self.title_text, id="lint-title", markup=False)
+        yield Vertical(Static("Linting…", classes="placeholder", markup=False), id="lint-holder")
+        yield Static("", id="lint-status", markup=False)
+        yield KeysFooter()
+
+    def on_mount(self) -> None:
+        self.run_lint()
+
+    @work(thread=True, exclusive=True, group="lint")
+    def run_lint(self) -> None:
+        app = self.app
+        try:
+            found = app.answers().lint(reveal=bool(app.reveal))  # type: ignore[attr-defined]
+        except ContextlensError as err:
+            self.post_message(LintFailed(str(err)))
+            return
+        if self.rules is not None:
+            found = [f for f in found if f.get("rule") in self.rules]
+        if not get_current_worker().is_cancelled:
+            self.post_message(LintLoaded(found))
+
+    async def on_lint_loaded(self, message: LintLoaded) -> None:
+        self.findings = message.findings
+        holder = self.query_one("#lint-holder")
+        await holder.remove_children()
+        count = len(self.findings)
+        status = self.query_one("#lint-status", Static)
+        if not count:
+            await holder.mount(Static("No findings.", classes="placeholder", markup=False))
+            status.update("0 findings")
+            return
+        table = arrow_table(findings_table(self.findings), id="lint-table",
+                            cursor_type="row", max_column_content_width=90)
+        await holder.mount(table)
+        table.focus()
+        errors = sum(1 for f in self.findings if f.get("severity") == "error")
+        requests = len({f.get("assembly_id") for f in self.findings})
+        status.update(f"{count:,} finding{'s' if count != 1 else ''} ({errors:,} errors) "
+                      f"in {requests:,} request{'s' if requests != 1 else ''} · "
+                      "enter: open the assembly")
+
+    def on_lint_failed(self, message: LintFailed) -> None:
+        holder = self.query_one("#lint-holder")
+        holder.remove_children()
+        holder.mount(Static(message.error, classes="placeholder", markup=False))
+
+    @on(DataTable.RowSelected, "#lint-table")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        self._open(event.cursor_row)
+
+    def _open(self, row: int) -> None:
+        if 0 <= row < len(self.findings):
+            assembly_id = self.findings[row].get("assembly_id")
+            if assembly_id:
+                self.app.open_assembly(assembly_id)  # type: ignore[attr-defined]
+
+    def action_open(self) -> None:
+        for table in self.query("#lint-table").results(DataTable):
+            if table.row_count:
+                self._open(table.cursor_row)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
