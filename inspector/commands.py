@@ -173,6 +173,9 @@ class ContextLensCommands(Provider):
                         f"{recorded} (B)",
                         lambda v=version: app.open_diff(focus.assembly_id, recorded, v),
                         discover=False)
+        yield Command(f"Bundle {shown} for a colleague…",
+                      "An incident bundle: the request's rows, blobs, policies and report.md (e)",
+                      lambda: app.open_bundle(focus.assembly_id))
         if focus.conversation_id:
             yield Command(f"Go to the conversation of {shown}",
                           one_line(focus.conversation_id, 80),

@@ -254,3 +254,16 @@ async def test_hostile_ids_in_the_palette_are_plain_text(
         assert "\x1b" not in text and "\u202e" not in text
         await choose(pilot, offered, wanted)
         assert isinstance(app.screen, AssemblyScreen) and app.screen.assembly_id == AS1
+
+
+@run_async
+async def test_bundle_from_the_palette_opens_the_bundle_dialog(sample_db: Path) -> None:
+    from inspector.screens.bundle import BundleScreen
+
+    app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        offered = await palette(pilot, "bundle", f"Bundle {INCIDENT}")
+        await choose(pilot, offered, f"Bundle {INCIDENT}")
+        assert isinstance(app.screen, BundleScreen)
+        assert app.screen.assembly_id == INCIDENT
