@@ -98,7 +98,8 @@ class ContextLensApp(App[None]):
         self.contents = AnswerCache(size=8)
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
-        self.sub_title = one_line(self.db_path.name, 80)
+        self.source_label = self.db_path.name  # the request list names the source once read
+        self.sub_title = one_line(self.source_label, 80)
 
     # ------------------------------------------------------------------ data access
 
@@ -227,7 +228,7 @@ class ContextLensApp(App[None]):
         self.push_screen(VerifyScreen())
 
     def watch_reveal(self, reveal: bool) -> None:
-        self.sub_title = one_line(self.db_path.name, 80) + (
+        self.sub_title = one_line(self.source_label, 80) + (
             " · RESTRICTED CONTENT REVEALED" if reveal else ""
         )
 

@@ -1,0 +1,86 @@
+"""The request list at the sizes people use: the most useful columns that fit, a footer
+that fits, and an empty result that says why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from support.pilot import run_async, screen_text, settle, status
+
+from inspector.app import ContextLensApp
+from inspector.screens.requests import display_page, fit_columns, id_affixes, short_ids
+
+
+def headers(app: ContextLensApp) -> list[str]:
+    table = app.screen.query_one("#requests-table")
+    return [h.rstrip(" ↑↓") for h in table.backend.columns]
+
+
+@run_async
+async def test_a_small_terminal_keeps_the_useful_columns_and_the_whole_footer(
+        sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        shown = headers(app)
+        for name in ("time (UTC)", "request", "policy", "incl", "omit", "tokens"):
+            assert name in shown
+        # the least useful went first
+        assert "tags" not in shown and "participant" not in shown
+        last_line = screen_text(app).splitlines()[-1]
+        assert "q Quit" in last_line and "palette" in last_line
+        await pilot.resize_terminal(160, 45)
+        await settle(pilot)
+        wide = headers(app)
+        assert set(shown) < set(wide) and "budget use" in wide
+
+
+@run_async
+async def test_an_unknown_filter_value_is_named_with_the_known_ones(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"policy:v9", "enter")
+        await settle(pilot)
+        assert "0 of 52 requests" in status(app)
+        text = screen_text(app)
+        assert "No requests match: no request has policy:v9 (known: v4, v5, v6)." in text
+
+
+def test_ids_lose_the_segments_every_id_shares() -> None:
+    ids = pa.array(["22582fdc81:r0:asm", "22582fdc81:r10:asm", "22582fdc81:r9:asm"])
+    prefix, suffix = id_affixes(ids)
+    assert (prefix, suffix) == ("22582fdc81:", ":asm")
+    later = pa.array(["22582fdc81:r11:asm", "other:r1:asm"])  # a later page
+    assert short_ids(later, prefix, suffix).to_pylist() == ["r11", "other:r1:asm"]
+    # ids with nothing in common by segment stay whole
+    assert id_affixes(pa.array(["asm-001", "asm-002"])) == ("", "")
+
+
+def _page(rows: int, scenario: str | None, participant: str) -> pa.Table:
+    import datetime as dt
+
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    return pa.table({
+        "assembly_id": [f"a{i}" for i in range(rows)],
+        "assembled_at": pa.array([when] * rows, pa.timestamp("us", tz="UTC")),
+        "participant_id": [participant] * rows, "runtime_kind": ["chat"] * rows,
+        "model": ["m-20250101"] * rows, "policy_version": ["v4"] * rows,
+        "included_count": [3] * rows, "omitted_count": [0] * rows,
+        "assembled_tokens": [1200] * rows, "baseline_tokens": [2000] * rows,
+        "token_budget": [4000] * rows, "tags": pa.array([[]] * rows, pa.list_(pa.string())),
+        "scenario": pa.array([scenario] * rows, pa.string()),
+    })
+
+
+def test_empty_and_one_valued_columns_are_not_shown() -> None:
+    display = display_page(_page(3, None, "p-1"))
+    keys = [c.key for c, _ in fit_columns(display, 200, "time")]
+    # no scenario anywhere, one participant (said in the status line), no previews
+    assert "scenario" not in keys and "participant" not in keys and "preview" not in keys
+    assert "omit" not in keys  # nothing omitted on any row
+    assert display["model"].to_pylist() == ["m"] * 3  # the model without its date
+    narrow = [c.key for c, _ in fit_columns(display, 60, "time")]
+    assert narrow[0] == "time" and len(narrow) < len(keys)
+    assert sum(w + 2 for _, w in fit_columns(display, 60, "time")) <= 58
