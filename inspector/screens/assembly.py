@@ -34,7 +34,8 @@ from readmodel import TokenAccounting
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
-from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
+from ..widgets.assembly_view import (AssemblyContent, assembly_content, explain,
+                                     recorded_tokens_line, token_shape_line)
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, safe_text
@@ -91,10 +92,11 @@ class AssemblyScreen(Screen[None]):
     """One recorded context assembly and the records it weighed."""
 
     BINDINGS = [
-        Binding("1", "tab('context')", "Context"),
-        Binding("2", "tab('omitted')", "Omitted"),
-        Binding("3", "tab('trace')", "Trace"),
-        Binding("4", "tab('prompt')", "Prompt"),
+        # the tabs show their keys themselves (1 Context …): the footer need not
+        Binding("1", "tab('context')", "Context", show=False),
+        Binding("2", "tab('omitted')", "Omitted", show=False),
+        Binding("3", "tab('trace')", "Trace", show=False),
+        Binding("4", "tab('prompt')", "Prompt", show=False),
         Binding("p", "focus_provenance", "Provenance"),
         Binding("c", "conversation", "Conversation"),
         Binding("r", "replay", "Replay…"),
@@ -143,6 +145,10 @@ class AssemblyScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        self._fit_panel(*self.app.size)
+        header = self.query_one("#assembly-header")
+        header.styles.text_wrap = "nowrap"  # each line cut with … (the records keep the rows)
+        header.styles.text_overflow = "ellipsis"
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self._load()
 
@@ -281,17 +287,19 @@ class AssemblyScreen(Screen[None]):
     # ------------------------------------------------------------------ message handlers
 
     def _render_header(self) -> None:
+        """Three lines, each cut to the terminal rather than wrapped, most telling first:
+        who and under which policy; when and where; the prompt's tokens as a picture."""
         a = self.assembly
         if a is None:
             return
-        header = Text()
+        header = Text(no_wrap=True, overflow="ellipsis")
         header.append(f"assembly {one_line(a.get('assembly_id'), 120)}", style="bold")
-        header.append(f"  ·  {one_line(a.get('participant_id'), 80)} · {safe_text(a.get('runtime_kind'))}")
-        header.append(f" · {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
         header.append(f"  ·  policy {one_line(a.get('policy_version'), 40)}", style="bold")
-        header.append(f" (assembler {one_line(a.get('assembler_version'), 40)})", style="dim")
-        used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
+        header.append(f"  ·  {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
+        header.append(f"  ·  {one_line(a.get('participant_id'), 80)} · {safe_text(a.get('runtime_kind'))}")
+        header.append(f"  ·  assembler {one_line(a.get('assembler_version'), 40)}", style="dim")
         header.append("\n")
+        used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
         header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
         header.append(f" (baseline {int(a.get('baseline_tokens') or 0):,})")
         header.append(
@@ -302,11 +310,26 @@ class AssemblyScreen(Screen[None]):
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
         header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
+        shape = token_shape_line(self._tokens)
+        if shape is not None:
+            header.append("\n")
+            header.append_text(shape)
         recorded = recorded_tokens_line(self._tokens)
         if recorded is not None:
             header.append("\n")
             header.append_text(recorded)
         self.query_one("#assembly-header", Static).update(header)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_panel(event.size.width, event.size.height)
+
+    def _fit_panel(self, width: int, height: int) -> None:
+        """The record panel takes a third of a short terminal (the records keep the rest)
+        and the provenance pane at most 38% of a narrow one (the why-sentence the rest)."""
+        panel = self.query_one("#record-panel")
+        panel.styles.height = min(14, max(8, height // 3))
+        for box in self.query("#provenance-box"):
+            box.styles.width = min(62, max(30, width * 38 // 100))
 
     def on_assembly_failed(self, message: AssemblyFailed) -> None:
         self.add_class("-failed")
