@@ -195,6 +195,19 @@ class ReadModel:
         return pa.table({"request_no": details["request_no"],
                          "tool_calls": details["tool_calls"], "preview": preview})
 
+    def conversation_requests(self, conversation_id: str, reveal: bool = False) -> pa.Table:
+        """Every request of a conversation (by time): ``assembly_id``, ``assembled_tokens``,
+        ``request_no``, ``tool_calls`` and ``preview`` (``request_details``)."""
+        from ingest.filters import AssemblyFilter, Term
+
+        flt = AssemblyFilter((Term("conversation", conversation_id),))
+        page = self.store.list_assemblies(flt, sort="assembled_at")
+        details = self.request_details(page["assembly_id"], reveal=reveal)
+        return pa.table({"assembly_id": page["assembly_id"],
+                         "assembled_tokens": page["assembled_tokens"],
+                         "request_no": details["request_no"],
+                         "tool_calls": details["tool_calls"], "preview": details["preview"]})
+
     def filter_misses(self, flt: "AssemblyFilter | str | None",
                       reveal: bool = False) -> list[str]:
         """For a filter that matches nothing: each ``key:value`` term whose value no
