@@ -319,6 +319,25 @@ class ReadModel:
             ))
         return PromptView(assembly_id, tuple(parts))
 
+    def rendered_as(self, assembly_id: str, record_kind: str, record_id: str,
+                    renderings: "list[str | None]", reveal: bool = False) -> list[str | None]:
+        """The text the model receives for a record of ``assembly_id`` under each of
+        ``renderings`` (a stale marker with its revalidation hint, a summary, …), masked
+        unless revealed; None for a rendering of None (omitted) or a record the recorded
+        prompt does not hold."""
+        from replay.render import body_as
+
+        prompt = self.store.prompt_records(assembly_id)
+        hit = prompt.filter(pc.and_(pc.equal(prompt["record_kind"], record_kind),
+                                    pc.equal(prompt["record_id"], record_id)))
+        if not hit.num_rows:
+            return [None for _ in renderings]
+        row = hit.slice(0, 1).to_pylist()[0]
+        masker = Masker(reveal)
+        # the content masked by its class, the marker around it kept: what changed is shown
+        row["content"] = masker.text(row.get("content"), row.get("privacy_class"))
+        return [None if r is None else masker.text(body_as(row, r)) for r in renderings]
+
     # ------------------------------------------------------------------ why
 
     def why(

@@ -84,3 +84,45 @@ def test_empty_and_one_valued_columns_are_not_shown() -> None:
     narrow = [c.key for c, _ in fit_columns(display, 60, "time")]
     assert narrow[0] == "time" and len(narrow) < len(keys)
     assert sum(w + 2 for _, w in fit_columns(display, 60, "time")) <= 58
+
+
+# ---------------------------------------------------------------------- the diff screen
+
+
+@run_async
+async def test_the_diff_shows_the_text_each_side_sends_for_a_changed_rendering(
+        sample_db: Path) -> None:
+    """A v5 incident request replayed under v4: the memory that v5 sent as current is a
+    stale marker under v4, and the panel shows the marker the model would have received."""
+    from support.pilot import first_assembly, replay_under
+
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        diff = await replay_under(pilot, "v4")
+        rows = [c for c in diff.diff.changes if c["change"] == "rendering_changed"]
+        table = diff.query_one("#diff-table")
+        target = next(i for i, c in enumerate(rows) if c["record_id"] == "mem-020")
+        table.move_cursor(row=target, animate=False)
+        await settle(pilot)
+        b_side = str(diff.query_one("#change-b").render())
+        assert "the model receives: [STALE: observed" in b_side
+        assert "revalidate with calendar.freebusy]" in b_side
+        # the table is as tall as its rows, and the footer names no Enter it does not do
+        assert diff.query_one("#diff-holder").size.height == len(rows) + 2
+        assert "enter" not in screen_text(app).splitlines()[-2].lower()
+
+
+@run_async
+async def test_a_diff_without_findings_says_safety_none(sample_db: Path) -> None:
+    from support.pilot import first_assembly, replay_under
+
+    assembly = first_assembly(sample_db, "policy:v6")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        diff = await replay_under(pilot, "v6")
+        assert not any(diff.diff.safety.regressions + diff.diff.safety.in_recording
+                       + diff.diff.safety.fixes)
+        assert "safety: none" in screen_text(app)
