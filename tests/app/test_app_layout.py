@@ -126,3 +126,26 @@ async def test_a_diff_without_findings_says_safety_none(sample_db: Path) -> None
         assert not any(diff.diff.safety.regressions + diff.diff.safety.in_recording
                        + diff.diff.safety.fixes)
         assert "safety: none" in screen_text(app)
+
+
+# ---------------------------------------------------------------------- the assembly header
+
+
+@run_async
+async def test_the_assembly_header_pictures_tokens_and_names_lint_findings(
+        sample_db: Path) -> None:
+    """A v5 incident request sent days-old calendar memories as current: the header names
+    them under their lint rule, and draws the prompt's tokens by kind with the omitted."""
+    from support.pilot import first_assembly
+
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        header = str(app.screen.query_one("#assembly-header").render())
+        view = app.answers().assembly(assembly)
+        tokens = view.tokens
+        kinds = "  ".join(f"■ {k} {n:,}" for k, n in tokens.by_kind.items())
+        assert "prompt █" in header and kinds in header
+        assert "omitted ▒" in header and f"{tokens.omitted_tokens:,}" in header
+        assert "⚠ lint stale_as_current: memory mem-014" in header
