@@ -8,6 +8,7 @@ match the filter, M are in the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -633,4 +634,6 @@ class RequestsScreen(Screen[None]):
                 c.key for c, _ in self._fit()] != [c.key for c, _ in self._shown]:
             table = self._table()
             cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
-            self.run_worker(self._show_table(cursor), group="requests-layout", exclusive=True)
+            # the function, not a coroutine: a run replaced before it starts leaves none behind
+            self.run_worker(partial(self._show_table, cursor), group="requests-layout",
+                            exclusive=True)
