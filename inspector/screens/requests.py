@@ -35,6 +35,7 @@ from ..widgets.footer import KeysFooter
 from ..widgets.safe import one_line, safe_column
 
 PAGE_ROWS = 500
+DETAILS_MAX_REQUESTS = 10_000  # stores up to this size get the request #, tools, preview
 FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
 PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
@@ -340,7 +341,10 @@ class RequestsScreen(Screen[None]):
             )
             page = result.rows
             matched, total = result.matched, result.total
-            details = answers.request_details(result.keys["assembly_id"], reveal=reveal)
+            # the transcript columns read more of the store (about 0.1 s a page at 20,000
+            # requests): a store that large shows the first page without them
+            details = (answers.request_details(result.keys["assembly_id"], reveal=reveal)
+                       if total <= DETAILS_MAX_REQUESTS else None)
             affixes = id_affixes(page["assembly_id"]) if offset == 0 else self._affixes
             display = display_page(page, details, affixes)
             misses = (answers.filter_misses(query.flt, reveal=reveal)

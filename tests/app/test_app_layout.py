@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from support.pilot import run_async, screen_text, settle, status
 
 from inspector.app import ContextLensApp
@@ -149,3 +150,15 @@ async def test_the_assembly_header_pictures_tokens_and_names_lint_findings(
         assert "prompt █" in header and kinds in header
         assert "omitted ▒" in header and f"{tokens.omitted_tokens:,}" in header
         assert "⚠ lint stale_as_current: memory mem-014" in header
+
+
+@run_async
+async def test_a_large_store_shows_its_first_page_without_the_transcript_columns(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("inspector.screens.requests.DETAILS_MAX_REQUESTS", 10)
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        shown = headers(app)
+        assert "tokens" in shown and "#" not in shown
+        assert "last user or tool message" not in shown
