@@ -113,7 +113,8 @@ class ContextLensApp(App[None]):
         self.contents = AnswerCache(size=8)
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
-        self.sub_title = one_line(self.db_path.name, 80)
+        self.source_label = self.db_path.name  # the request list names the source once read
+        self.sub_title = one_line(self.source_label, 80)
 
     # ------------------------------------------------------------------ data access
 
@@ -289,7 +290,7 @@ class ContextLensApp(App[None]):
 
     def _update_sub_title(self) -> None:
         self.sub_title = (
-            one_line(self.db_path.name, 80)
+            one_line(self.source_label, 80)
             + (" · RESTRICTED CONTENT REVEALED" if self.reveal else "")
             + (" · escapes shown" if self.show_escapes else "")
         )

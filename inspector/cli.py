@@ -23,6 +23,7 @@ from .console import (
     JsonResults, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, stream_json_array, stream_table, vis,
 )
+from .report import print_token_report
 from .stores import resolve_store
 
 # ----------------------------------------------------------------------------- helpers
@@ -718,8 +719,7 @@ def report_tokens(db: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    shown = [dict(r, reduction=f"{100 * r['reduction']:.1f}%") for r in rows]
-    print_table(shown, ["scenario", "assemblies", "baseline_tokens", "assembled_tokens", "reduction"])
+    print_token_report(rows)
 
 
 @cli.command()

@@ -174,7 +174,7 @@ class ContextLensCommands(Provider):
                         lambda v=version: app.open_diff(focus.assembly_id, recorded, v),
                         discover=False)
         yield Command(f"Bundle {shown} for a colleague…",
-                      "An incident bundle: the request's rows, blobs, policies and report.md (e)",
+                      "An incident bundle: the request's rows, blobs, policies and report.md (u)",
                       lambda: app.open_bundle(focus.assembly_id))
         if focus.conversation_id:
             yield Command(f"Go to the conversation of {shown}",

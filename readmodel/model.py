@@ -67,6 +67,16 @@ __all__ = ["RECORDED", "AnswerCache", "ReadModel", "ReplayCache"]
 
 RECORDED = "recorded"
 COMPACT_BOUNDARY = "compact_boundary"  # the speaker label transcript adapters give markers
+PREVIEW_WIDTH = 120  # a list row's preview, cut after masking
+KNOWN_SHOWN = 8  # existing values named when a filter value matches nothing
+# filter key -> the store's distinct values it is checked against
+_FILTER_FIELDS = {
+    "policy": "policy_version", "runtime": "runtime_kind", "participant": "participant_id",
+    "scenario": "scenario", "model": "model", "reason": "reason_code", "tag": "tag",
+    "conversation": "conversation_id",
+}
+
+
 class AnswerCache:
     """Answers by key, least recently used dropped: replayed assemblies by (assembly_id,
     policy_version), assembly views by (assembly_id, reveal). Answers are frozen and the
@@ -184,6 +194,79 @@ class ReadModel:
         keys = page.select(["assembly_id", "conversation_id"])
         return RequestPage(masked_list_page(page, Masker(reveal)), keys, matched, total, offset)
 
+    def request_details(self, assembly_ids: "list[str] | pa.Array | pa.ChunkedArray",
+                        reveal: bool = False) -> pa.Table:
+        """Per request of a list page (same order): ``request_no`` (its place in its
+        conversation, 1 = first), ``tool_calls`` (calls its response made) and ``preview``
+        (the last user message or tool result it sent, one line, masked unless revealed)."""
+        ids = assembly_ids.to_pylist() if hasattr(assembly_ids, "to_pylist") else list(assembly_ids)
+        if not ids:
+            return pa.table({"request_no": pa.array([], pa.int64()),
+                             "tool_calls": pa.array([], pa.int64()),
+                             "preview": pa.array([], pa.string())})
+        details = self.store.request_details(ids)
+        preview = Masker(reveal).column(details["preview"], details["privacy_class"],
+                                        PREVIEW_WIDTH)
+        return pa.table({"request_no": details["request_no"],
+                         "tool_calls": details["tool_calls"], "preview": preview})
+
+    def conversation_requests(self, conversation_id: str, reveal: bool = False) -> pa.Table:
+        """Every request of a conversation (by time): ``assembly_id``, ``assembled_tokens``,
+        ``request_no``, ``tool_calls`` and ``preview`` (``request_details``)."""
+        from ingest.filters import AssemblyFilter, Term
+
+        flt = AssemblyFilter((Term("conversation", conversation_id),))
+        page = self.store.list_assemblies(flt, sort="assembled_at")
+        details = self.request_details(page["assembly_id"], reveal=reveal)
+        return pa.table({"assembly_id": page["assembly_id"],
+                         "assembled_tokens": page["assembled_tokens"],
+                         "request_no": details["request_no"],
+                         "tool_calls": details["tool_calls"], "preview": details["preview"]})
+
+    def filter_misses(self, flt: "AssemblyFilter | str | None",
+                      reveal: bool = False) -> list[str]:
+        """For a filter that matches nothing: each ``key:value`` term whose value no
+        request has, with some values that exist (``policy:v9 (known: v1, v2, …)``)."""
+        from ingest.filters import parse_filter
+
+        if flt is None:
+            return []
+        parsed = parse_filter(flt) if isinstance(flt, str) else flt
+        masker = Masker(reveal)
+        out = []
+        for term in parsed.terms:
+            field = _FILTER_FIELDS.get(term.key or "")
+            if field is None or term.negate:
+                continue
+            known = self.store.distinct_values(field)
+            hit = (any(k.startswith(term.value) for k in known) if term.key == "scenario"
+                   else term.value in known)
+            if hit:
+                continue
+            if term.key in ("tag", "conversation"):  # too many to name usefully
+                out.append(f"{masker.text(str(term))} (no request has it)")
+                continue
+            shown = masker.values(known[:KNOWN_SHOWN])
+            more = ", …" if len(known) > KNOWN_SHOWN else ""
+            listed = f"known: {', '.join(shown)}{more}" if known else "none recorded"
+            out.append(f"{masker.text(str(term))} ({listed})")
+        return out
+
+    def source_name(self) -> str:
+        """What the store was built from, as a user names it: the transcript file(s) or
+        the export folder(s), not the store's cache file."""
+        import os.path
+
+        names = [t.partition(":")[2] for t in self.store.distinct_values("tag")
+                 if t.startswith("transcript:")]
+        if not names:
+            names = [os.path.basename(str(e.get("source_dir") or "").rstrip("/\\"))
+                     or str(e["export_id"]) for e in self.store.exports()]
+        names = sorted(set(names))
+        if len(names) > 2:
+            return f"{names[0]}, {names[1]} (+{len(names) - 2})"
+        return Masker().text(", ".join(names))
+
     def request_counts(self, flt: "AssemblyFilter | str | None" = None) -> tuple[int, int]:
         """(matched, total): how many requests match ``flt``, how many are in the store."""
         total = self.store.count_assemblies(None)
@@ -250,6 +333,25 @@ class ReadModel:
                 header, body, masked=body != part.body,
             ))
         return PromptView(assembly_id, tuple(parts))
+
+    def rendered_as(self, assembly_id: str, record_kind: str, record_id: str,
+                    renderings: "list[str | None]", reveal: bool = False) -> list[str | None]:
+        """The text the model receives for a record of ``assembly_id`` under each of
+        ``renderings`` (a stale marker with its revalidation hint, a summary, …), masked
+        unless revealed; None for a rendering of None (omitted) or a record the recorded
+        prompt does not hold."""
+        from replay.render import body_as
+
+        prompt = self.store.prompt_records(assembly_id)
+        hit = prompt.filter(pc.and_(pc.equal(prompt["record_kind"], record_kind),
+                                    pc.equal(prompt["record_id"], record_id)))
+        if not hit.num_rows:
+            return [None for _ in renderings]
+        row = hit.slice(0, 1).to_pylist()[0]
+        masker = Masker(reveal)
+        # the content masked by its class, the marker around it kept: what changed is shown
+        row["content"] = masker.text(row.get("content"), row.get("privacy_class"))
+        return [None if r is None else masker.text(body_as(row, r)) for r in renderings]
 
     # ------------------------------------------------------------------ why
 

@@ -76,6 +76,12 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
     return content
 
 
+def body_as(row: dict[str, Any], rendering: str) -> str:
+    """The body a ``prompt_records`` row would give the model under ``rendering`` (a raw
+    rehydration is not read: its stored preview stands in)."""
+    return _body({**row, "rendering": rendering}, None)
+
+
 def render_prompt(store: Any, assembly_id: str) -> list[PromptPart]:
     """The included records of ``assembly_id`` in prompt order, as the model received them.
 

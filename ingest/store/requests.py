@@ -15,7 +15,7 @@ import pyarrow as pa
 from ..errors import ContextlensError
 from ..filters import AssemblyFilter, filter_sql
 from ..sql import q
-from .database import Database, as_filter, cols_of
+from .database import Database, as_filter, clip, cols_of
 
 __all__ = ["LIST_COLUMNS", "RequestQueries"]
 
@@ -120,6 +120,14 @@ class RequestQueries(Database):
             params, batch_rows,
         )
 
+    def request_details(self, assembly_ids: list[str]) -> pa.Table:
+        """For each of ``assembly_ids`` (a list page, in that order): ``request_no``, its
+        place in its conversation (1 = first), ``tool_calls`` its response made, and the
+        last user message or tool result it sent (``preview``, one line, with the tool
+        result's ``privacy_class``) -- what tells one transcript request from the next."""
+        return self._arrow(_DETAILS_SQL.format(clip=clip("p.preview", PREVIEW_CHARS)),
+                           [list(assembly_ids)])
+
     def token_totals(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
         """Per scenario (null for untagged requests): assemblies, baseline_tokens (history
         replay), assembled_tokens; ordered by scenario with the untagged last."""
@@ -130,6 +138,49 @@ class RequestQueries(Database):
             f"WHERE {where} GROUP BY scenario ORDER BY scenario NULLS LAST",
             params,
         )
+
+
+PREVIEW_CHARS = 200  # cut after masking, for display, by the reader
+
+_DETAILS_SQL = """
+WITH ids AS (
+    SELECT generate_subscripts(l, 1) AS i, unnest(l) AS assembly_id FROM (SELECT ?::VARCHAR[] AS l)
+), page AS (
+    SELECT ids.i, s.assembly_id, s.export_id, s.conversation_id, s.model_run_id
+    FROM ids JOIN assembly_summary s USING (assembly_id)
+), nums AS (
+    SELECT assembly_id, export_id, row_number() OVER (
+        PARTITION BY export_id, conversation_id ORDER BY assembled_at, assembly_id) AS n
+    FROM assembly_summary
+    WHERE (export_id, conversation_id) IN (SELECT export_id, conversation_id FROM page)
+), calls AS (
+    SELECT export_id, model_run_id, count(*) AS n FROM tool_calls
+    WHERE (export_id, model_run_id) IN (SELECT export_id, model_run_id FROM page)
+    GROUP BY ALL
+), last AS (
+    SELECT r.export_id, r.assembly_id,
+           arg_max(CASE WHEN r.record_kind = 'message' THEN m.content
+                        ELSE t.tool_name || ': ' || t.result_preview END, r.position) AS preview,
+           arg_max(t.privacy_class, r.position) AS privacy_class
+    FROM assembly_records r
+    LEFT JOIN messages m ON r.record_kind = 'message' AND m.export_id = r.export_id
+         AND m.message_id = r.record_id
+    LEFT JOIN tool_artifacts t ON r.record_kind = 'tool_artifact' AND t.export_id = r.export_id
+         AND t.artifact_id = r.record_id
+    WHERE (r.export_id, r.assembly_id) IN (SELECT export_id, assembly_id FROM page)
+      AND r.decision = 'included'
+      AND ((r.record_kind = 'message' AND m.role = 'user') OR t.artifact_id IS NOT NULL)
+    GROUP BY ALL
+)
+SELECT ids.i, any_value(nums.n) AS request_no, coalesce(any_value(calls.n), 0) AS tool_calls,
+       any_value({clip}) AS preview, any_value(p.privacy_class) AS privacy_class
+FROM ids
+LEFT JOIN page USING (i)
+LEFT JOIN nums ON nums.export_id = page.export_id AND nums.assembly_id = page.assembly_id
+LEFT JOIN calls ON calls.export_id = page.export_id AND calls.model_run_id = page.model_run_id
+LEFT JOIN last p ON p.export_id = page.export_id AND p.assembly_id = page.assembly_id
+GROUP BY ids.i ORDER BY ids.i
+"""
 
 
 def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,

@@ -34,15 +34,17 @@ from readmodel import TokenAccounting
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
-from ..widgets.assembly_view import AssemblyContent, assembly_content, explain, recorded_tokens_line
+from ..widgets.assembly_view import (AssemblyContent, assembly_content, explain,
+                                     recorded_tokens_line, token_shape_line)
 from ..widgets.omitted_tree import OmittedTree
-from ..widgets.record_panel import ProvenanceList, RecordDetail, RecordPanel
+from ..widgets.record_panel import KIND_SHORT, ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, readable, safe_text
 
 TABS = ("context", "omitted", "trace", "prompt")
 # seconds an opened request waits for its records before its screen shows "loading…" (the
 # request list stays on screen meanwhile)
 SHOW_WAIT = 0.1
+FINDINGS_PAUSE = 0.3  # seconds after the records show before the lint of the request runs
 PROMPT_WIDTH = 110  # prompt bodies are wrapped to this many columns
 # what the record panel says when the active tab has no record under its cursor
 NO_RECORD = {
@@ -83,12 +85,40 @@ class RecordExplained(Message):
         self.detail = detail
 
 
+class FindingsLoaded(Message):
+    """The lint and safety findings of the shown assembly (``ReadModel.lint``)."""
+
+    def __init__(self, assembly_id: str, findings: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.assembly_id = assembly_id
+        self.findings = findings
+
+
 class PromptRendered(Message):
     def __init__(self, lines: list[str], parts: int, masked: int) -> None:
         super().__init__()
         self.lines = lines
         self.parts = parts
         self.masked = masked
+
+
+SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
+
+
+def findings_line(findings: list[dict[str, Any]]) -> Text:
+    """``⚠ lint stale_as_current: memory mem-014, mem-015 · …``: each rule with its records,
+    the most severe first (``contextlens lint`` has the details)."""
+    by_rule: dict[tuple[str, str], list[str]] = {}
+    for f in findings:
+        by_rule.setdefault((str(f.get("severity")), str(f.get("rule"))), []).append(
+            f"{KIND_SHORT.get(str(f.get('record_kind')), f.get('record_kind'))} {f.get('record_id')}")
+    line = Text()
+    line.append("⚠ lint", style="bold red" if any(s == "error" for s, _ in by_rule) else "bold")
+    for k, ((severity, rule), records) in enumerate(by_rule.items()):
+        line.append("  ·  " if k else " ")
+        line.append(safe_text(rule), style=SEVERITY_STYLES.get(severity, ""))
+        line.append(f": {one_line(', '.join(records), 200)}")
+    return line
 
 
 # ---------------------------------------------------------------------- the screen
@@ -98,14 +128,15 @@ class AssemblyScreen(Screen[None]):
     """One recorded context assembly and the records it weighed."""
 
     BINDINGS = [
-        Binding("1", "tab('context')", "Context"),
-        Binding("2", "tab('omitted')", "Omitted"),
-        Binding("3", "tab('trace')", "Trace"),
-        Binding("4", "tab('prompt')", "Prompt"),
+        # the tabs show their keys themselves (1 Context …): the footer need not
+        Binding("1", "tab('context')", "Context", show=False),
+        Binding("2", "tab('omitted')", "Omitted", show=False),
+        Binding("3", "tab('trace')", "Trace", show=False),
+        Binding("4", "tab('prompt')", "Prompt", show=False),
         Binding("p", "focus_provenance", "Provenance"),
         Binding("c", "conversation", "Conversation"),
         Binding("r", "replay", "Replay…"),
-        Binding("e", "bundle", "Bundle…"),
+        Binding("u", "bundle", "Bundle…"),
         Binding("escape", "back", "Back"),
         # the record panel's own key, from anywhere on the screen (the highlighted record)
         Binding("b", "bisect", "Bisect record", show=False),
@@ -131,6 +162,11 @@ class AssemblyScreen(Screen[None]):
         self._omitted_rows: list[dict[str, Any]] | None = None
         self._built: set[str] = set()  # tabs whose content has been built
         self._keep_cursors: dict[str, int] | None = None  # restored once records are back
+        self._findings: list[dict[str, Any]] | None = None  # lint, once looked up
+        timer = getattr(self, "_findings_timer", None)
+        if timer is not None:
+            timer.stop()
+        self._findings_timer: Timer | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -152,6 +188,10 @@ class AssemblyScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        self._fit_panel(*self.app.size)
+        header = self.query_one("#assembly-header")
+        header.styles.text_wrap = "nowrap"  # each line cut with … (the records keep the rows)
+        header.styles.text_overflow = "ellipsis"
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self._load()
 
@@ -232,6 +272,36 @@ class AssemblyScreen(Screen[None]):
 
     # ------------------------------------------------------------------ workers
 
+    @property
+    def findings_pending(self) -> bool:
+        """True while the request's lint waits for its pause."""
+        return self._findings_timer is not None
+
+    def _find(self, assembly_id: str) -> None:
+        self._findings_timer = None
+        if assembly_id == self.assembly_id and self._findings is None:
+            self.load_findings(assembly_id)
+
+    @work(thread=True, exclusive=True, group="findings")
+    def load_findings(self, assembly_id: str) -> None:
+        """The lint rules and safety invariants over this one request."""
+        from ingest.filters import AssemblyFilter, Term
+
+        answers = self.app.answers()  # type: ignore[attr-defined]
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        try:
+            found = answers.lint(AssemblyFilter((Term("id", assembly_id),)), reveal=reveal)
+        except ContextlensError:
+            return  # the screen works without them
+        if not get_current_worker().is_cancelled:
+            self.post_message(FindingsLoaded(
+                assembly_id, [f for f in found if f.get("assembly_id") in (None, assembly_id)]))
+
+    def on_findings_loaded(self, message: FindingsLoaded) -> None:
+        if message.assembly_id == self.assembly_id:
+            self._findings = message.findings
+            self._render_header()
+
     @work(thread=True, exclusive=True, group="assembly")
     def open_assembly(self) -> None:
         """Load the assembly's records (the first record's panel follows once they are on
@@ -292,17 +362,19 @@ class AssemblyScreen(Screen[None]):
     # ------------------------------------------------------------------ message handlers
 
     def _render_header(self) -> None:
+        """Three lines, each cut to the terminal rather than wrapped, most telling first:
+        who and under which policy; when and where; the prompt's tokens as a picture."""
         a = self.assembly
         if a is None:
             return
-        header = Text()
+        header = Text(no_wrap=True, overflow="ellipsis")
         header.append(f"assembly {one_line(a.get('assembly_id'), 120)}", style="bold")
-        header.append(f"  ·  {one_line(a.get('participant_id'), 80)} · {safe_text(a.get('runtime_kind'))}")
-        header.append(f" · {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
         header.append(f"  ·  policy {one_line(a.get('policy_version'), 40)}", style="bold")
         header.append(f" (assembler {one_line(a.get('assembler_version'), 40)})", style="dim")
-        used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
+        header.append(f"  ·  {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
+        header.append(f"  ·  {safe_text(a.get('runtime_kind'))} · {one_line(a.get('participant_id'), 80)}")
         header.append("\n")
+        used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
         header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
         header.append(f" (baseline {int(a.get('baseline_tokens') or 0):,})")
         header.append(
@@ -313,11 +385,29 @@ class AssemblyScreen(Screen[None]):
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
         header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
+        shape = token_shape_line(self._tokens)
+        if shape is not None:
+            header.append("\n")
+            header.append_text(shape)
         recorded = recorded_tokens_line(self._tokens)
         if recorded is not None:
             header.append("\n")
             header.append_text(recorded)
+        if self._findings:
+            header.append("\n")
+            header.append_text(findings_line(self._findings))
         self.query_one("#assembly-header", Static).update(header)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_panel(event.size.width, event.size.height)
+
+    def _fit_panel(self, width: int, height: int) -> None:
+        """The record panel takes a third of a short terminal (the records keep the rest)
+        and the provenance pane at most 38% of a narrow one (the why-sentence the rest)."""
+        panel = self.query_one("#record-panel")
+        panel.styles.height = min(14, max(8, height // 3))
+        for box in self.query("#provenance-box"):
+            box.styles.width = min(62, max(30, width * 38 // 100))
 
     def on_assembly_failed(self, message: AssemblyFailed) -> None:
         self.add_class("-failed")
@@ -333,6 +423,10 @@ class AssemblyScreen(Screen[None]):
         self.membership = content.membership
         self._tokens = content.tokens
         self._render_header()
+        if self._findings is None:
+            # once the records are on screen and the cursor stays: never in their way
+            assembly_id = self.assembly_id
+            self._findings_timer = self.set_timer(FINDINGS_PAUSE, lambda: self._find(assembly_id))
         self._included = content.included
         self._trace = content.trace
         tables = list(self.query("#context-table").results(DataTable))

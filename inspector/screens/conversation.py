@@ -21,7 +21,9 @@ from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
 
 from ..widgets.safe import one_line, safe_text
+from .requests import id_affixes
 
+PREVIEW_WIDTH = 48  # a request's last user message or tool result, on its line
 ID_WIDTH = 120  # ids longer than this are cut with … (they are still whole in the data)
 _COMPACTION_NO = re.compile(r"compaction #(\d+)")
 _PRE_TOKENS = re.compile(r"preTokens (\d+)")
@@ -45,6 +47,7 @@ class ConversationLoaded(Message):
         assemblies: list[dict[str, Any]],
         compactions: list[dict[str, Any]] | None = None,
         participants: dict[str, dict[str, Any]] | None = None,
+        requests: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self.conversation = conversation
@@ -53,6 +56,8 @@ class ConversationLoaded(Message):
         self.assemblies = assemblies
         self.compactions = compactions or []  # compact_boundary messages, oldest first
         self.participants = participants or {}  # participant_id -> label, kind
+        # assembly_id -> assembled_tokens, tool_calls, preview (ReadModel.conversation_requests)
+        self.requests = requests or {}
 
 
 class ConversationFailed(Message):
@@ -126,6 +131,11 @@ class ConversationScreen(Screen[None]):
         Binding("enter", "open", "Open assembly"),
         Binding("x", "toggle_runs", "Collapse/expand runs"),
         Binding("escape", "back", "Back"),
+        # the cursor moves a page (the tree's own keys would scroll the view, not the cursor)
+        Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
+        Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
+        Binding("home", "edge(0)", "First line", show=False, priority=True),
+        Binding("end", "edge(1)", "Last line", show=False, priority=True),
     ]
 
     def __init__(self, conversation_id: str, focus_assembly: str | None = None) -> None:
@@ -156,14 +166,16 @@ class ConversationScreen(Screen[None]):
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
             view = answers.conversation(self.conversation_id, reveal=reveal)
+            requests = answers.conversation_requests(self.conversation_id, reveal=reveal)
         except ContextlensError as err:
             self.post_message(ConversationFailed(str(err)))
             return
+        by_id = {r["assembly_id"]: r for r in requests.to_pylist()}
         self.post_message(ConversationLoaded(
             dict(view.conversation) if view.conversation is not None else None,
             [dict(b) for b in view.branches], [dict(r) for r in view.runs],
             [dict(a) for a in view.assemblies], [dict(c) for c in view.compactions],
-            {k: dict(v) for k, v in view.participants.items()},
+            {k: dict(v) for k, v in view.participants.items()}, by_id,
         ))
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
@@ -187,6 +199,9 @@ class ConversationScreen(Screen[None]):
                 )
             )
         )
+        participants = {r.get("participant_id") for r in message.runs}
+        if len(message.runs) > 1 and len(participants) == 1:
+            header.append(f"  ·  every run by {one_line(participants.pop(), ID_WIDTH)}", style="dim")
         self.query_one("#conversation-header", Static).update(header)
         self._build_tree(message)
 
@@ -194,6 +209,20 @@ class ConversationScreen(Screen[None]):
         tree = self.query_one("#conversation-tree", Tree)
         tree.clear()
         conv = message.conversation or {}
+        # the id segments every run and assembly shares, and a participant every run has,
+        # are said once in the header rather than on every line
+        import pyarrow as pa
+
+        ids = pa.array([r["model_run_id"] for r in message.runs]
+                       + [a["assembly_id"] for a in message.assemblies], pa.string())
+        prefix = id_affixes(ids)[0] if len(ids) > 1 else ""
+        participants = {r.get("participant_id") for r in message.runs}
+        one_participant = len(message.runs) > 1 and len(participants) == 1
+
+        def short(value: Any) -> str:
+            text = str(value or "")
+            return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
         root_label = Text(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
             root_label.append(f"  {one_line(conv['title'], 60)}", style="dim")
@@ -245,13 +274,21 @@ class ConversationScreen(Screen[None]):
             for a in items:
                 label = Text()
                 label.append("◆ assembly ", style="magenta")
-                label.append(one_line(a["assembly_id"], ID_WIDTH), style="bold")
+                label.append(one_line(short(a["assembly_id"]), ID_WIDTH), style="bold")
+                req = message.requests.get(a["assembly_id"], {})
+                if req.get("assembled_tokens") is not None:
+                    label.append(f"  {int(req['assembled_tokens']):,} tok", style="bold")
+                if req.get("tool_calls"):
+                    label.append(f"  {_count(int(req['tool_calls']), 'tool call')}")
+                if req.get("preview"):  # what the request answers, before when and how
+                    label.append(f"  “{one_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
                 label.append(f"  policy {one_line(a.get('policy_version'), 40)}")
                 if a.get("scenario"):
                     label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")
                 when = a.get("assembled_at")
                 if when is not None:
                     label.append(f"  {safe_text(table_time(when))}", style="dim")
+
                 leaf = node.add_leaf(label, data={"type": "assembly", "id": a["assembly_id"]})
                 if a["assembly_id"] == self.focus_assembly:
                     focus_node = leaf
@@ -261,10 +298,11 @@ class ConversationScreen(Screen[None]):
             subagent = subagent_of(participant_id, message.participants.get(participant_id))
             label = Text()
             label.append("run ", style="blue")
-            label.append(one_line(run["model_run_id"], ID_WIDTH), style="bold")
+            label.append(one_line(short(run["model_run_id"]), ID_WIDTH), style="bold")
             label.append(f"  {safe_text(run.get('runtime_kind'))}")
             if subagent is None:
-                label.append(f"  {one_line(participant_id, ID_WIDTH)}", style="cyan")
+                if not one_participant:
+                    label.append(f"  {one_line(short(participant_id), ID_WIDTH)}", style="cyan")
             else:
                 label.append(f"  subagent {one_line(subagent[0], ID_WIDTH)}", style="cyan")
             status = safe_text(run.get("status"))
@@ -406,6 +444,15 @@ class ConversationScreen(Screen[None]):
             # still pending from opening the screen: the result does not depend on timing.
             target = outermost_run
             self.call_after_refresh(self._focus_node, target)
+
+    def action_page(self, direction: int) -> None:
+        tree = self.query_one("#conversation-tree", Tree)
+        page = max(tree.scrollable_content_region.height - 1, 1)
+        tree.cursor_line = min(max(tree.cursor_line + direction * page, 0), tree.last_line)
+
+    def action_edge(self, end: int) -> None:
+        tree = self.query_one("#conversation-tree", Tree)
+        tree.cursor_line = tree.last_line if end else 0
 
     def action_back(self) -> None:
         self.app.pop_screen()

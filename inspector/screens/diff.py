@@ -12,7 +12,7 @@ why-sentences of the highlighted record on both sides).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -168,11 +168,16 @@ def safety_text(groups: dict[str, list[dict[str, Any]]]) -> Text:
         mark = SAFETY_MARK if key != "fixes" else ""
         text.append(f"{mark}safety {title}: {len(items)}", style="bold")
         text.append(f"  ({meaning})", style="dim")
+        # one line per finding, naming its records: the records table keeps the rows
+        by_finding: dict[str, list[str]] = {}
         for item in items:
-            text.append("\n  ")
             kind = str(item.get("record_kind") or "")
-            text.append(f"{KIND_SHORT.get(kind, kind)} {safe_text(item.get('record_id'))}", style="bold")
-            text.append(f"  {safe_text(item.get('finding'))}")
+            by_finding.setdefault(str(item.get("finding") or ""), []).append(
+                f"{KIND_SHORT.get(kind, kind)} {item.get('record_id')}")
+        for finding, records in by_finding.items():
+            text.append("\n  ")
+            text.append(safe_text(finding), style="bold")
+            text.append(f"  {one_line(', '.join(records), 400)}")
     return text
 
 
@@ -182,6 +187,7 @@ class SideWhy:
     decision: dict[str, Any] | None  # the side's assembly_records row, None if absent
     why: str
     trace: list[dict[str, Any]]
+    sent: str | None = None  # the text the model receives on this side (a changed rendering)
 
 
 # ---------------------------------------------------------------------- messages
@@ -219,7 +225,6 @@ class DiffScreen(Screen[None]):
 
     BINDINGS = [
         Binding("f", "toggle_unchanged", "Changes only / all"),
-        Binding("enter", "explain", "Why (both sides)", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -261,12 +266,17 @@ class DiffScreen(Screen[None]):
             with Horizontal(id="change-sides"):
                 with VerticalScroll(id="change-a-box"):
                     yield Static("", id="change-a")
+                    yield Static("", id="change-a-trace", classes="change-trace")
                 with VerticalScroll(id="change-b-box"):
                     yield Static("", id="change-b")
+                    yield Static("", id="change-b-trace", classes="change-trace")
         yield Static("", id="diff-status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
+        for trace in self.query(".change-trace"):
+            trace.styles.text_wrap = "nowrap"
+            trace.styles.text_overflow = "ellipsis"
         self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self.compute_diff()
 
@@ -310,6 +320,13 @@ class DiffScreen(Screen[None]):
                 sentence = why.sentence if decision is not None else (
                     f"{kind} {record_id} was not a candidate on this side.")
                 sides.append(SideWhy(label, decision, sentence, [dict(t) for t in why.trace]))
+            renderings = [(s.decision or {}).get("rendering")
+                          if (s.decision or {}).get("decision") == "included" else None
+                          for s in sides]
+            if len(set(renderings)) > 1:  # what the change does to the prompt, side by side
+                texts = answers.rendered_as(self.assembly_id, kind, record_id, renderings,
+                                            reveal=reveal)
+                sides = [replace(s, sent=t) for s, t in zip(sides, texts, strict=True)]
         except ContextlensError as err:
             sides = [SideWhy(label, None, f"Could not explain it: {err}", []) for label in labels]
         if not get_current_worker().is_cancelled:
@@ -354,8 +371,9 @@ class DiffScreen(Screen[None]):
             title.append("  ·  ")
             title.append(one_line(message.content, 200))
         self.query_one("#change-title", Static).update(title)
-        for side, widget_id in zip(message.sides, ("#change-a", "#change-b"), strict=False):
-            self.query_one(widget_id, Static).update(self._side_text(side))
+        for side, box in zip(message.sides, ("a", "b"), strict=False):
+            self.query_one(f"#change-{box}", Static).update(self._side_text(side))
+            self.query_one(f"#change-{box}-trace", Static).update(self._trace_text(side))
 
     @staticmethod
     def _side_text(side: SideWhy) -> Text:
@@ -366,10 +384,21 @@ class DiffScreen(Screen[None]):
         if side.decision is None:
             place = "not a candidate"
         text.append(place, style=style)
+        if side.sent is not None:
+            text.append("\nthe model receives: ", style="bold")
+            text.append(safe_text(side.sent), style="italic")
+        elif side.decision is not None and side.decision.get("decision") != "included":
+            text.append("\nthe model receives nothing of it", style="bold")
         text.append("\n")
         text.append(safe_text(side.why))
+        return text
+
+    @staticmethod
+    def _trace_text(side: SideWhy) -> Text:
+        """The side's decision trace, a line per step (cut, never wrapped to column 0)."""
+        text = Text()
         if side.trace:
-            text.append("\ndecision trace", style="dim")
+            text.append("decision trace", style="dim")
             for row in side.trace:
                 outcome = str(row.get("outcome", ""))
                 text.append(f"\n {row.get('step', ''):>3} ", style="dim")
@@ -401,6 +430,7 @@ class DiffScreen(Screen[None]):
                 max_column_content_width=40,
             )
             await holder.mount(table)
+            self._fit_rows(len(shown))
             keys = [(c["record_kind"], c["record_id"]) for c in shown]
             row = keys.index(self._selected) if self._selected in keys else 0
             table.move_cursor(row=row, animate=False)
@@ -414,6 +444,14 @@ class DiffScreen(Screen[None]):
             ))
         self._update_status()
 
+    def _fit_rows(self, rows: int) -> None:
+        """The records table as tall as its rows (with its header) up to half the screen;
+        the why panel takes the rest."""
+        holder = self.query_one("#diff-holder")
+        half = max(self.app.size.height // 2 - 4, 4)
+        holder.styles.height = rows + 2 if rows + 2 <= half else "1fr"
+        self.query_one("#change-panel").styles.height = "1fr" if rows + 2 <= half else 13
+
     def _update_status(self) -> None:
         total = len(self._all_changes())
         changed = sum(1 for c in self._all_changes() if c["change"] != "unchanged")
@@ -421,7 +459,7 @@ class DiffScreen(Screen[None]):
             status = f"{changed} changed of {total} records · f: show the unchanged too"
         else:
             status = f"all {total} records ({changed} changed) · f: changes only"
-        status += " · enter: why on both sides · esc: back"
+        status += " · esc: back"
         self.query_one("#diff-status", Static).update(status)
 
     def _select_row(self, row: int, force: bool = False) -> None:
@@ -449,10 +487,6 @@ class DiffScreen(Screen[None]):
         self.changes_only = not self.changes_only
         if self.diff is not None:
             await self._show_rows()
-
-    def action_explain(self) -> None:
-        for table in self.query("#diff-table").results(DataTable):
-            self._select_row(table.cursor_row)
 
     def action_back(self) -> None:
         self.app.pop_screen()

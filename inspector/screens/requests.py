@@ -8,6 +8,7 @@ match the filter, M are in the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -31,32 +32,55 @@ from ingest.timefmt import table_time_column
 from ..widgets.arrow_table import arrow_table, token_bar
 from ..widgets.assembly_view import assembly_content
 from ..widgets.footer import KeysFooter
-from ..widgets.safe import one_line
+from ..widgets.safe import one_line, safe_column
 
 PAGE_ROWS = 500
+DETAILS_MAX_REQUESTS = 10_000  # stores up to this size get the request #, tools, preview
 FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
 PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
 PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
 
-# (column label shown, store column it sorts by)
-COLUMNS: tuple[tuple[str, str | None], ...] = (
-    ("assembled (UTC)", "assembled_at"),
-    ("assembly", "assembly_id"),
-    ("scenario", "scenario"),
-    ("runtime", "runtime_kind"),
-    ("participant", "participant_id"),
-    ("policy", "policy_version"),
-    ("incl", "included_count"),
-    ("omit", "omitted_count"),
-    ("budget use", "assembled_tokens"),
-    ("tokens", "assembled_tokens"),
-    ("baseline", "baseline_tokens"),
-    ("tags", None),
-)
+@dataclass(frozen=True)
+class Column:
+    """A list column: ``key`` in the display table, ``label`` shown, ``sort`` the store
+    column it sorts by (None: not sortable), ``rank`` how useful it is (0 most: as the
+    terminal narrows, the highest ranks go first), ``cap`` the widest it is shown (longer
+    values end with …), ``flex`` it takes the width left over."""
 
-# fixed widths where values run long (cut with …), None to fit the content
-COLUMN_WIDTHS: list[int | None] = [None, None, 24, 14, 13, None, None, None, None, None, None, None]
+    key: str
+    label: str
+    sort: str | None
+    rank: int
+    cap: int | None = None
+    flex: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("time", "time (UTC)", "assembled_at", 0),
+    Column("no", "#", "assembled_at", 6),
+    Column("request", "request", "assembly_id", 1, cap=24),
+    Column("model", "model", "model", 2, cap=22),
+    Column("policy", "policy", "policy_version", 2, cap=10),
+    Column("incl", "incl", "included_count", 3),
+    Column("omit", "omit", "omitted_count", 3),
+    Column("tokens", "tokens", "assembled_tokens", 3),
+    Column("tools", "tools", None, 7),
+    Column("budget", "budget use", "assembled_tokens", 8),
+    Column("baseline", "baseline", "baseline_tokens", 9),
+    Column("scenario", "scenario", "scenario", 5, cap=26),
+    Column("runtime", "runtime", "runtime_kind", 10, cap=16),
+    Column("participant", "participant", "participant_id", 11, cap=18),
+    Column("tags", "tags", None, 12, cap=30),
+    Column("preview", "last user or tool message", None, 4, cap=120, flex=True),
+)
+BY_KEY = {c.key: c for c in COLUMNS}
+# columns whose one value on every row is said once in the status line instead
+CONSTANT_ELSEWHERE = ("runtime", "participant")
+FLEX_MIN = 16  # the preview is shown only if it gets this many columns
+CELL_PADDING = 2  # the table pads each cell by one column on each side
+SCROLLBAR = 2
+ARROWS = {True: "↓", False: "↑"}
 
 FILTER_HINT = (
     "filter: tag:x scenario:x policy:v4 runtime:chat participant:p reason:stale "
@@ -64,28 +88,137 @@ FILTER_HINT = (
 )
 
 
-def display_page(page: pa.Table) -> pa.Table:
-    """The columns the list shows, computed columnar from a ``list_assemblies`` page."""
+def id_affixes(ids: Any) -> tuple[str, str]:
+    """The ``:``-separated segments every id of ``ids`` starts and ends with (a
+    transcript's ``22582fdc81:`` and ``:asm``), to show ids without them. Columnar: the
+    common prefix of all strings is that of the least and the greatest."""
+    if len(ids) < 2:
+        return "", ""
+
+    def common(values: Any) -> str:
+        bounds = pc.min_max(values)
+        low, high = bounds["min"].as_py() or "", bounds["max"].as_py() or ""
+        n = 0
+        while n < min(len(low), len(high)) and low[n] == high[n]:
+            n += 1
+        cut = low[:n].rfind(":")
+        return low[: cut + 1] if cut >= 0 else ""
+
+    prefix = common(ids)
+    suffix = common(pc.utf8_reverse(ids))[::-1]
+    return prefix, suffix
+
+
+def short_ids(ids: Any, prefix: str, suffix: str) -> Any:
+    """``ids`` without ``prefix`` and ``suffix`` where they have both (columnar)."""
+    if not (prefix or suffix) or len(ids) == 0:
+        return ids
+    both = pc.and_(pc.starts_with(ids, prefix), pc.ends_with(ids, suffix))
+    core = pc.utf8_slice_codeunits(ids, len(prefix))
+    if suffix:
+        core = pc.utf8_slice_codeunits(core, 0, -len(suffix))
+    return pc.if_else(both, core, ids)
+
+
+def display_page(page: pa.Table, details: pa.Table | None = None,
+                 affixes: tuple[str, str] = ("", "")) -> pa.Table:
+    """Every column the list can show (keyed by ``Column.key``), computed columnar from a
+    ``list_assemblies`` page and its ``ReadModel.request_details``."""
     tags = pc.fill_null(pc.binary_join(page["tags"], ", "), "")
     # the scenario has its own column; the other tags stay
     tags = pc.replace_substring_regex(tags, r"(^|, )scenario:[^,]*", "")
     tags = pc.utf8_ltrim(tags, characters=", ")
+    rows = page.num_rows
+    model = page["model"] if "model" in page.column_names else pa.nulls(rows, pa.string())
+    # a dated model name without its date: claude-sonnet-4-5-20250929 -> claude-sonnet-4-5
+    model = pc.replace_substring_regex(pc.fill_null(model, ""), r"-\d{8}$", "")
+    if details is None:
+        details = pa.table({"request_no": pa.nulls(rows, pa.int64()),
+                            "tool_calls": pa.nulls(rows, pa.int64()),
+                            "preview": pa.nulls(rows, pa.string())})
     return pa.table(
         {
-            "assembled (UTC)": table_time_column(page["assembled_at"]),
-            "assembly": page["assembly_id"],
-            "scenario": pc.fill_null(page["scenario"], ""),
-            "runtime": page["runtime_kind"],
-            "participant": page["participant_id"],
+            "time": table_time_column(page["assembled_at"]),
+            "no": details["request_no"],
+            "request": short_ids(page["assembly_id"], *affixes),
+            "model": model,
             "policy": page["policy_version"],
             "incl": page["included_count"],
             "omit": page["omitted_count"],
-            "budget use": token_bar(page["assembled_tokens"], page["token_budget"]),
             "tokens": page["assembled_tokens"],
+            "tools": details["tool_calls"],
+            "budget": token_bar(page["assembled_tokens"], page["token_budget"]),
             "baseline": page["baseline_tokens"],
+            "scenario": pc.fill_null(page["scenario"], ""),
+            "runtime": page["runtime_kind"],
+            "participant": page["participant_id"],
             "tags": tags,
+            "preview": pc.fill_null(details["preview"], ""),
         }
     )
+
+
+def _content_width(values: Any) -> int:
+    """The widest value of a display column, as shown (0 for a column with nothing)."""
+    if len(values) == 0:
+        return 0
+    if pa.types.is_integer(values.type):
+        widest = pc.max(pc.abs(pc.fill_null(values, 0))).as_py() or 0
+        return len(str(widest)) if widest else 0
+    text = values if pa.types.is_string(values.type) else pc.cast(values, pa.string())
+    return int(pc.max(pc.utf8_length(pc.fill_null(text, ""))).as_py() or 0)
+
+
+def cut(values: Any, width: int) -> Any:
+    """Text values longer than ``width`` cut to it, ending with … (columnar); others as is."""
+    if not pa.types.is_string(values.type) or len(values) == 0:
+        return values
+    long = pc.fill_null(pc.greater(pc.utf8_length(values), width), False)
+    if not pc.any(long).as_py():
+        return values
+    short = pc.binary_join_element_wise(pc.utf8_slice_codeunits(values, 0, width - 1), "…", "")
+    return pc.if_else(long, short, values)
+
+
+def constant_value(values: Any) -> str | None:
+    """The one value every row has (None when rows differ or there are fewer than two)."""
+    if len(values) < 2 or pc.count_distinct(values, mode="all").as_py() != 1:
+        return None
+    value = values[0].as_py()
+    return None if value in (None, "") else str(value)
+
+
+def fit_columns(display: pa.Table, width: int, sort_key: str) -> list[tuple[Column, int]]:
+    """The columns to show in ``width`` terminal columns, in list order, each with its
+    width: never an empty column nor a ``CONSTANT_ELSEWHERE`` one with one value; then the
+    most useful (lowest rank) that fit, the flexible preview taking what is left."""
+    natural: dict[str, int] = {}
+    for col in COLUMNS:
+        content = _content_width(display[col.key])
+        if content == 0 or (col.key in CONSTANT_ELSEWHERE
+                            and constant_value(display[col.key]) is not None):
+            continue
+        header = len(col.label) + (2 if col.key == sort_key else 0)
+        natural[col.key] = max(header, min(content, col.cap or content))
+    order = list(BY_KEY)
+    kept = sorted(natural, key=lambda k: (BY_KEY[k].rank, order.index(k)))
+    room = max(width - SCROLLBAR, 20)
+
+    def need(keys: list[str]) -> int:
+        return sum(min(FLEX_MIN, natural[k]) if BY_KEY[k].flex else natural[k]
+                   for k in keys) + CELL_PADDING * len(keys)
+
+    while len(kept) > 1 and need(kept) > room:
+        kept.pop()  # the least useful goes first
+    left = room - need(kept)
+    out = []
+    for col in COLUMNS:
+        if col.key in kept:
+            w = natural[col.key]
+            if col.flex:
+                w = min(w, min(FLEX_MIN, w) + left)
+            out.append((col, w))
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,7 +228,9 @@ class ListQuery:
     text: str = ""
     flt: Any = None
     sort: str = "assembled_at"
-    descending: bool = True
+    # oldest first, as `contextlens list` prints them (a transcript reads top down)
+    descending: bool = False
+    column: str = "time"  # the column shown sorted (two columns sort by tokens)
 
 
 class AssembliesLoaded(Message):
@@ -109,6 +244,8 @@ class AssembliesLoaded(Message):
         display: pa.Table,
         matched: int,
         total: int,
+        affixes: tuple[str, str] = ("", ""),
+        misses: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.generation = generation
@@ -117,6 +254,8 @@ class AssembliesLoaded(Message):
         self.display = display
         self.matched = matched
         self.total = total
+        self.affixes = affixes  # the id prefix and suffix every shown id drops
+        self.misses = misses or []  # filter values no request has (ReadModel.filter_misses)
 
 
 class AssembliesFailed(Message):
@@ -127,17 +266,18 @@ class AssembliesFailed(Message):
 
 
 class RequestsScreen(Screen[None]):
-    """Every recorded request, newest first, with a filter and per-column sort."""
+    """Every recorded request, oldest first, with a filter and per-column sort; the
+    columns shown are the most useful that fit the terminal (``fit_columns``)."""
 
     AUTO_FOCUS = ""  # the table takes focus once its first page is in
 
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter", key_display="/"),
-        Binding("s", "sort", "Sort column"),
+        Binding("s", "sort", "Sort"),
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
         Binding("R", "reload", "Reload"),
-        Binding("V", "verify", "Verify all"),
+        Binding("V", "verify", "Verify"),
         Binding("C", "compare", "Compare versions", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
@@ -151,6 +291,10 @@ class RequestsScreen(Screen[None]):
         self._matched = 0
         self._total = 0
         self._loading_more = False
+        self._affixes: tuple[str, str] = ("", "")
+        self._misses: list[str] = []
+        self._shown: list[tuple[Column, int]] = []  # the columns on screen and their widths
+        self._source_named = False
         self._filter_timer: Timer | None = None
         self._prefetch_timer: Timer | None = None
         self.queries_run = 0  # store queries run for the list (pages and counts)
@@ -196,14 +340,35 @@ class RequestsScreen(Screen[None]):
             )
             page = result.rows
             matched, total = result.matched, result.total
-            display = display_page(page)
+            # the transcript columns read more of the store (about 0.1 s a page at 20,000
+            # requests): a store that large shows the first page without them
+            details = (answers.request_details(result.keys["assembly_id"], reveal=reveal)
+                       if total <= DETAILS_MAX_REQUESTS else None)
+            affixes = id_affixes(page["assembly_id"]) if offset == 0 else self._affixes
+            display = display_page(page, details, affixes)
+            misses = (answers.filter_misses(query.flt, reveal=reveal)
+                      if offset == 0 and matched == 0 else [])
+            source = None if self._source_named else answers.source_name()
         except ContextlensError as err:
             self.post_message(AssembliesFailed(generation, str(err)))
             return
         if get_current_worker().is_cancelled:
             return
+        if source:
+            self.app.call_from_thread(self._name_source, source)
         keys = result.keys
-        self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total))
+        self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total,
+                                           affixes, misses))
+
+    def _name_source(self, source: str) -> None:
+        """The header names what the store was built from, not its cache file (a store
+        named otherwise is named too)."""
+        self._source_named = True
+        app = self.app
+        store = app.db_path.name  # type: ignore[attr-defined]
+        label = source if store.startswith(source) else f"{source} · {store}"
+        app.source_label = label  # type: ignore[attr-defined]
+        app.watch_reveal(app.reveal)  # type: ignore[attr-defined]
 
     async def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:
         if message.generation != self._generation:
@@ -213,6 +378,7 @@ class RequestsScreen(Screen[None]):
         cursor = old_table.cursor_coordinate if old_table is not None else Coordinate(0, 0)
         if message.offset == 0 or self._keys is None or self._display is None:
             self._keys, self._display = message.keys, message.display
+            self._affixes, self._misses = message.affixes, message.misses
             cursor = Coordinate(0, cursor.column)
         else:
             self._keys = pa.concat_tables([self._keys, message.keys])
@@ -227,17 +393,38 @@ class RequestsScreen(Screen[None]):
         self._loading_more = False
         self._show_error(message.error)
 
+    def _fit(self) -> list[tuple[Column, int]]:
+        assert self._display is not None
+        return fit_columns(self._display, self.size.width or self.app.size.width,
+                           self.query_state.column)
+
     async def _show_table(self, cursor: Coordinate) -> None:
         assert self._display is not None
         holder = self.query_one("#requests-holder")
         had_focus = self.focused is None or isinstance(self.focused, DataTable)
         await holder.remove_children()
+        old = [c.key for c, _ in self._shown]
+        self._shown = self._fit()
+        if not self._display.num_rows:  # the headers of the main columns, over the reason
+            self._shown = [(c, len(c.label) + 2) for c in COLUMNS if c.rank <= 3]
+        if 0 <= cursor.column < len(old) and old[cursor.column] in BY_KEY:
+            # the cursor stays on its column when columns come or go
+            keys = [c.key for c, _ in self._shown]
+            column = old[cursor.column]
+            cursor = Coordinate(cursor.row, keys.index(column) if column in keys else 0)
+        q = self.query_state
+        # escaped before cut, so what is cut is what is shown
+        shown = pa.table({c.key: cut(safe_column(self._display[c.key]), w)
+                          for c, w in self._shown})
+        shown = shown.rename_columns(
+            [f"{c.label} {ARROWS[q.descending]}" if c.key == q.column else c.label
+             for c, _ in self._shown])
         table = arrow_table(
-            self._display,
+            shown,
             id="requests-table",
             cursor_type="cell",
-            max_column_content_width=40,
-            column_widths=COLUMN_WIDTHS,
+            max_column_content_width=None,
+            column_widths=[w for _, w in self._shown],
         )
         await holder.mount(table)
         if self._display.num_rows:
@@ -245,8 +432,12 @@ class RequestsScreen(Screen[None]):
             table.move_cursor(row=row, column=cursor.column, animate=False)
             self._prefetch_later(row)  # the cursor starts resting here
         else:
+            table.styles.height = 1  # the header; what follows says why it is empty
+            why = ("; ".join(f"no request has {m}" for m in self._misses)
+                   if self._misses else "no request matches every term")
             await holder.mount(
-                Static("No request matches this filter.", classes="placeholder", markup=False)
+                Static(one_line(f"No requests match: {why}."), classes="placeholder",
+                       markup=False)
             )
         if had_focus:
             table.focus()
@@ -259,7 +450,12 @@ class RequestsScreen(Screen[None]):
         q = self.query_state
         loaded = self._display.num_rows if self._display is not None else 0
         parts = [f"{self._matched:,} of {self._total:,} requests"]
-        parts.append(f"sorted by {q.sort} {'↓' if q.descending else '↑'}")
+        parts.append(f"sorted by {BY_KEY[q.column].label} {ARROWS[q.descending]}")
+        if self._display is not None:
+            for key in CONSTANT_ELSEWHERE:
+                value = constant_value(short_ids(self._display[key], self._affixes[0], ""))
+                if value is not None:
+                    parts.append(f"{BY_KEY[key].label} {one_line(value, 30)}")
         if loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
         if q.text.strip():
@@ -315,7 +511,7 @@ class RequestsScreen(Screen[None]):
         if text == self.query_state.text:
             return True
         q = self.query_state
-        self.query_state = ListQuery(text, flt, q.sort, q.descending)
+        self.query_state = ListQuery(text, flt, q.sort, q.descending, q.column)
         self.reload()
         return True
 
@@ -427,13 +623,26 @@ class RequestsScreen(Screen[None]):
         self.app.pick_compare(q.flt, q.text)  # type: ignore[attr-defined]
 
     def _sort_by(self, column_index: int) -> None:
-        if not 0 <= column_index < len(COLUMNS):
+        """Sort by the column shown at ``column_index``; again on the same column reverses."""
+        if not 0 <= column_index < len(self._shown):
             return
-        label, sort = COLUMNS[column_index]
-        if sort is None:
-            self.notify(f"The {label} column cannot be sorted.", severity="warning")
+        col = self._shown[column_index][0]
+        if col.sort is None:
+            self.notify(f"The {col.label} column cannot be sorted.", severity="warning")
             return
         q = self.query_state
-        descending = not q.descending if sort == q.sort else sort == "assembled_at"
-        self.query_state = ListQuery(q.text, q.flt, sort, descending)
+        # a first sort by a count puts the largest first; by text, A first
+        numeric = col.sort.endswith(("_count", "_tokens"))
+        descending = not q.descending if col.sort == q.sort else numeric
+        self.query_state = ListQuery(q.text, q.flt, col.sort, descending, col.key)
         self.reload()
+
+    def on_resize(self, event: Any) -> None:
+        """The columns shown follow the terminal's width."""
+        if self._display is not None and self._shown and [
+                c.key for c, _ in self._fit()] != [c.key for c, _ in self._shown]:
+            table = self._table()
+            cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
+            # the function, not a coroutine: a run replaced before it starts leaves none behind
+            self.run_worker(partial(self._show_table, cursor), group="requests-layout",
+                            exclusive=True)

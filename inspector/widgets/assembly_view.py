@@ -17,7 +17,17 @@ from readmodel import AssemblyView, ReadModel, RecordWhy, TokenAccounting
 from .record_panel import RecordDetail
 
 __all__ = ["AssemblyContent", "assembly_content", "explain", "record_detail",
-           "recorded_tokens_line", "records_display"]
+           "recorded_tokens_line", "records_display", "token_shape_line"]
+
+SHAPE_WIDTH = 24  # cells of the prompt's stacked bar
+# one colour per record kind in the stacked bar (kinds not listed share the last)
+KIND_STYLES = {
+    "message": "dodger_blue2", "tool_artifact": "magenta", "tool_memory": "yellow",
+    "tool_call": "cyan", "checkpoint": "green", "skill_state": "red",
+}
+OTHER_STYLE = "bright_white"
+OMITTED_CELLS = 12  # the omitted bar, on the prompt's scale, is cut here
+OVERHEAD_STYLE = "grey50"
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,39 @@ def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
             line.append(f" + estimator residual {tokens.estimator_residual:,}", style="dim")
     if tokens.calibration:
         line.append(f" · estimates {tokens.calibration}", style="dim")
+    return line
+
+
+def token_shape_line(tokens: TokenAccounting | None, width: int = SHAPE_WIDTH) -> Text | None:
+    """``prompt ████▓▓▓▒░░░ message 1,234 · tool_artifact 567 · overhead 89 · omitted ▒▒ 2,345``:
+    the prompt's tokens stacked by record kind (and what its records do not explain, for
+    a recorded count), scaled to the budget or the prompt, whichever is larger, with the
+    omitted records' tokens beside it on the same scale. None while nothing is loaded."""
+    if tokens is None:
+        return None
+    parts = [(kind, n, KIND_STYLES.get(kind, OTHER_STYLE)) for kind, n in tokens.by_kind.items()
+             if n > 0]
+    if tokens.unattributed:
+        parts.append(("overhead", max(tokens.unattributed, 0), OVERHEAD_STYLE))
+    sent = sum(n for _, n, _ in parts)
+    scale = max(tokens.token_budget, sent, 1)
+    line = Text()
+    line.append("prompt ", style="bold")
+    used = 0
+    for _, n, style in parts:
+        cells = max(1, round(n / scale * width)) if n else 0
+        cells = min(cells, width - used)
+        line.append("█" * cells, style=style)
+        used += cells
+    line.append("░" * (width - used), style="grey30")
+    for kind, n, style in parts:
+        line.append("  ■ ", style=style)
+        line.append(f"{kind} {n:,}")
+    if tokens.omitted_tokens:
+        cells = min(max(1, round(tokens.omitted_tokens / scale * width)), OMITTED_CELLS)
+        line.append("  │  omitted ", style="dim")
+        line.append("▒" * cells, style="dim")
+        line.append(f" {tokens.omitted_tokens:,}", style="dim")
     return line
 
 

@@ -91,6 +91,11 @@ def bulk_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ---------------------------------------------------------------------- request list
 
 
+def column(table: Any, label: str) -> list[Any]:
+    """The values shown under the header ``label``."""
+    return list(table.backend.get_column_at(list(table.backend.columns).index(label)))
+
+
 @run_async
 async def test_list_shows_n_of_m(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
@@ -100,9 +105,9 @@ async def test_list_shows_n_of_m(app_db: Path) -> None:
         assert "3 of 3 requests" in status(app)
         table = app.screen.query_one("#requests-table")
         assert table.row_count == 3
-        # newest first by default
-        assert table.get_cell_at((0, 1)) == "as2" if False else True
-        assert "as2" in str(table.get_row_at(0))
+        # oldest first by default, as `contextlens list` prints them
+        assert column(table, "request") == ["as1", "as3", "as2"]
+        assert "sorted by time (UTC) ↑" in status(app)
 
 
 @run_async
@@ -162,17 +167,21 @@ async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("right")  # the assembly column
+        table = app.screen.query_one("#requests-table")
+        for _ in range(list(table.backend.columns).index("request")):
+            await pilot.press("right")
         await pilot.press("s")
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
-        assert "sorted by assembly_id ↑" in status(app)
-        assert [table.get_row_at(i)[1] for i in range(3)] == ["as1", "as2", "as3"]
+        # the arrow is on the sorted column, named as shown
+        assert "sorted by request ↑" in status(app) and "request ↑" in table.backend.columns
+        assert column(table, "request ↑") == ["as1", "as2", "as3"]
         await pilot.press("s")
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
-        assert "sorted by assembly_id ↓" in status(app)
-        assert [table.get_row_at(i)[1] for i in range(3)] == ["as3", "as2", "as1"]
+        assert "sorted by request ↓" in status(app)
+        assert column(table, "request ↓") == ["as3", "as2", "as1"]
+        assert "time (UTC)" in table.backend.columns  # no arrow where the list is not sorted
 
 
 @run_async
@@ -186,12 +195,13 @@ async def test_list_pages_with_sql_as_the_cursor_nears_the_end(bulk_db: Path) ->
         table = app.screen.query_one("#requests-table")
         assert table.row_count == 1000 and "1,000 loaded" in status(app)
         assert table.cursor_row == 499  # the cursor stays where the user put it
-        assert table.get_row_at(0)[1] == "bulk-1202" and table.get_row_at(999)[1] == "bulk-0203"
+        ids = column(table, "request")
+        assert ids[0] == "bulk-0000" and ids[999] == "bulk-0999"
         await pilot.press("end")
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
         assert table.row_count == BULK and "loaded" not in status(app)
-        assert table.get_row_at(BULK - 1)[1] == "bulk-0000"
+        assert column(table, "request")[BULK - 1] == "bulk-1202"
         await pilot.press("slash", *"scenario:s3", "enter")
         await settle(pilot)
         assert "172 of 1,203 requests" in status(app)
@@ -225,7 +235,7 @@ async def test_enter_opens_assembly(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("end")  # oldest request: as1
+        await pilot.press("home")  # oldest request: as1
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
@@ -373,6 +383,7 @@ async def test_conversation_tree_shows_branches_and_runs(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
+        await pilot.press("end")  # the newest request: as2
         await pilot.press("c")
         await settle(pilot)
         screen = app.screen

@@ -20,7 +20,7 @@ INCIDENT = "asm-033"
 async def _dialog(pilot, folder: Path, policy: str = "") -> BundleScreen:
     await settle(pilot)
     assert isinstance(pilot.app.screen, AssemblyScreen)
-    await pilot.press("e")
+    await pilot.press("u")
     await settle(pilot)
     dialog = pilot.app.screen
     assert isinstance(dialog, BundleScreen)

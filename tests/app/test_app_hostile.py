@@ -82,16 +82,15 @@ async def test_request_list_and_header_show_hostile_text_as_data(hostile_db: Pat
         text = assert_nothing_obeyed(app)
         # the store's own (hostile) file name in the header, escaped
         assert_visible(text, "hostile[b]\\x1b[31m\\u202ename.duckdb")
-        assert_visible(text, "as1[bold red]MARKUP[/][link=http://evil", "as-long-IIII")
+        # ids cut to the request column, the whole id escaped in its cell (below)
+        assert_visible(text, "as1[bold red]MARKUP[/][…", "as-long-IIII")
         assert "3 of 3 requests" in str(app.screen.query_one("#status").render())
         table = app.screen.query_one("#requests-table")
         cells = [str(v) for row in range(table.row_count) for v in table.get_row_at(row)]
-        # whole cell values are escaped, not just what fits on screen
+        # a cell is escaped first, then cut to its column (the whole id is in the panel)
         as1 = next(v for v in cells if v.startswith("as1"))
-        assert as1 == safe_text(AS1) and "\\x1b]8;;http://evil.example" in as1
+        assert as1 == safe_text(AS1)[:23] + "…"
         assert all("\x1b" not in v and "\u202e" not in v for v in cells)
-        tags = next(v for v in cells if "tag [bold red]" in v)
-        assert "\\x1b[2J\\x1b[H" in tags
         # the cursor walks every row, including the 100k-character id, without trouble
         await pilot.press("down", "down", "right", "right", "right")
         await settle_quickly(pilot)

@@ -42,8 +42,8 @@ async def test_enter_on_one_request_then_another_shows_each_ones_records(app_db:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
-        for key, aid, rest in (("end", "as1", True), ("home", "as2", True),
-                               ("end", "as1", False), ("home", "as2", False)):
+        for key, aid, rest in (("home", "as1", True), ("end", "as2", True),
+                               ("home", "as1", False), ("end", "as2", False)):
             await pilot.press(key)
             if rest:
                 await pilot.pause(0.3)  # the cursor rests: the list loads it ahead

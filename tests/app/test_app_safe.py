@@ -66,7 +66,7 @@ def test_display_page_is_columnar_and_drops_the_scenario_tag() -> None:
     )
     row = display_page(page).to_pylist()[0]
     assert row["tags"] == "team:x, [b]hi[/b]"
-    assert row["scenario"] == "incident" and row["budget use"] == "████░░░░ 50%"
+    assert row["scenario"] == "incident" and row["budget"] == "████░░░░ 50%"
 
 
 def test_restricted_labels_masked_columnar() -> None:

@@ -104,7 +104,10 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         table = app.screen.query_one("#requests-table")
         assert table.row_count == total
         row = [str(v) for v in table.get_row_at(0)]
-        assert "claude-code" in row and any("tokens:recorded" in v for v in row)
+        # each request's model, its short id and number; no column empty on every row
+        assert "claude-code" in row and "claude-opus-4-6" in row and "r0" in row
+        assert "scenario" not in table.backend.columns
+        assert app.sub_title.startswith(f"{TRANSCRIPT.name} · ")  # the source first
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)

@@ -38,8 +38,9 @@ async def settle(pilot: Any) -> None:
     but not yet started cannot be awaited: both are fine here, the loop looks again."""
     app = pilot.app
     for _ in range(100):
-        if getattr(app.screen, "filter_pending", False):
-            await pilot.pause(0.1)  # typed filter text waits for its pause
+        if (getattr(app.screen, "filter_pending", False)
+                or getattr(app.screen, "findings_pending", False)):
+            await pilot.pause(0.1)  # typed filter text (a request's lint) waits for its pause
             continue
         try:
             await app.workers.wait_for_complete()
