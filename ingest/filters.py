@@ -54,9 +54,12 @@ class Term:
 class AssemblyFilter:
     terms: tuple[Term, ...] = ()
     text: str = ""
+    # a set of requests by id (the rows of a list page), beside the terms: not part of
+    # the grammar, so a user's text never builds one
+    ids: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.terms)
+        return bool(self.terms or self.ids)
 
 
 def _tokens(expr: str) -> list[str]:
@@ -91,10 +94,13 @@ def parse_filter(expr: str | None) -> AssemblyFilter:
 
 def filter_sql(flt: AssemblyFilter | None) -> tuple[str, list]:
     """A WHERE fragment over ``assembly_summary`` and its parameters (``TRUE`` if empty)."""
-    if flt is None or not flt.terms:
+    if flt is None or not flt:
         return "TRUE", []
     parts: list[str] = []
     params: list = []
+    if flt.ids:
+        parts.append("list_contains(?::VARCHAR[], assembly_id)")
+        params.append(list(flt.ids))
     for term in flt.terms:
         if term.key is None:
             sql, value = _TEXT_SQL, term.value.lower()

@@ -210,6 +210,31 @@ class ReadModel:
         return pa.table({"request_no": details["request_no"],
                          "tool_calls": details["tool_calls"], "preview": preview})
 
+    def request_findings(self, assembly_ids: "list[str] | pa.Array | pa.ChunkedArray"
+                         ) -> pa.Table:
+        """Per request of a list page (same order), what ``lint`` finds in it: ``findings``
+        (how many), ``worst`` (error, warning, info or null) and ``safety`` (how many are
+        safety findings: something the model was shown that it should not have been).
+        One lint over just these requests, so a page costs the same in any store."""
+        from ingest.filters import AssemblyFilter
+        from replay.lint import SAFETY_RULES, lint
+
+        ids = assembly_ids.to_pylist() if hasattr(assembly_ids, "to_pylist") else list(assembly_ids)
+        counts = {i: [0, 0, None] for i in ids}
+        rank = {"error": 0, "warning": 1, "info": 2}
+        if ids:
+            for finding in lint(self.store, AssemblyFilter(ids=tuple(ids)), self.registry):
+                count = counts.get(finding.assembly_id or "")
+                if count is None:
+                    continue  # a finding of the conversation, not of one request
+                count[0] += 1
+                count[1] += finding.rule in SAFETY_RULES
+                if count[2] is None or rank[finding.severity] < rank[count[2]]:
+                    count[2] = finding.severity
+        return pa.table({"findings": pa.array([counts[i][0] for i in ids], pa.int64()),
+                         "safety": pa.array([counts[i][1] for i in ids], pa.int64()),
+                         "worst": pa.array([counts[i][2] for i in ids], pa.string())})
+
     def conversation_requests(self, conversation_id: str, reveal: bool = False) -> pa.Table:
         """Every request of a conversation (by time): ``assembly_id``, ``assembled_tokens``,
         ``request_no``, ``tool_calls`` and ``preview`` (``request_details``)."""

@@ -232,10 +232,14 @@ runs AS (
 ),
 run_msg AS (
     SELECT export_id, model_run_id, min(message_id) AS message_id FROM messages
-    WHERE role = 'assistant' AND model_run_id IS NOT NULL GROUP BY ALL
+    WHERE role = 'assistant' AND model_run_id IS NOT NULL
+      -- only the runs in scope: a page's lint then reads that page, not the store
+      AND (export_id, model_run_id) IN (SELECT export_id, model_run_id FROM runs)
+    GROUP BY ALL
 ),
 run_asm AS (
     SELECT export_id, model_run_id, min(assembly_id) AS assembly_id FROM context_assemblies
+    WHERE (export_id, model_run_id) IN (SELECT export_id, model_run_id FROM runs)
     GROUP BY ALL
 )
 """
@@ -378,12 +382,16 @@ class LintQueries(Database):
             one AS (
                 SELECT c.export_id, c.model_run_id, count(*) AS n, min(c.tool_call_id) AS call_id,
                        min(c.tool_name) AS tool_name, min(c.arguments_json) AS args
-                FROM tool_calls c GROUP BY c.export_id, c.model_run_id
+                FROM tool_calls c
+                WHERE (c.export_id, c.model_run_id) IN (SELECT export_id, model_run_id FROM runs)
+                GROUP BY c.export_id, c.model_run_id
             ),
             prev AS (
                 SELECT export_id, tool_call_id, string_agg(result_preview, ' ') AS preview,
                        min(storage_ref) AS storage_ref, min(sha256) AS sha256
-                FROM tool_artifacts GROUP BY ALL
+                FROM tool_artifacts
+                WHERE (export_id, tool_call_id) IN (SELECT export_id, call_id FROM one)
+                GROUP BY ALL
             ),
             seq AS (
                 SELECT r.export_id, r.model_run_id, r.started_at, r.trigger_message_id,

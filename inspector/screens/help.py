@@ -56,10 +56,17 @@ CONVENTIONS = (
     "c opens the conversation, a picks side A. Only q differs: it closes a dialog when one "
     "is open, else quits."
 )
+# what the list's lint column says (the markers are defined with the list)
+LIST_MARKERS = (
+    "The list's lint column: ⚠ the request broke a safety invariant (stale or superseded "
+    "memory shown as current, another branch's or participant's data, a restricted raw "
+    "body), ✗ a lint error, ! a warning, i a note; the number counts its findings "
+    "(`contextlens lint --filter id:ID` lists them)."
+)
 
 
 def help_text() -> Text:
-    text = Text(CONVENTIONS + "\n\n", style="italic")
+    text = Text(CONVENTIONS + "\n\n" + LIST_MARKERS + "\n\n", style="italic")
     for index, (title, rows) in enumerate(_sections()):
         if index:
             text.append("\n")

@@ -36,6 +36,8 @@ from ..widgets.safe import one_line, safe_column
 
 PAGE_ROWS = 500
 DETAILS_MAX_REQUESTS = 10_000  # stores up to this size get the request #, tools, preview
+MARKERS = {"safety": "⚠", "error": "✗", "warning": "!", "info": "i"}
+MARKER_LEGEND = "lint: " + " ".join(f"{m} {k}" for k, m in MARKERS.items())
 FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
 PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
@@ -65,6 +67,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("incl", "incl", "included_count", 3),
     Column("omit", "omit", "omitted_count", 3),
     Column("tokens", "tokens", "assembled_tokens", 3),
+    Column("findings", "lint", None, 3),
     Column("tools", "tools", None, 7),
     Column("budget", "budget use", "assembled_tokens", 8),
     Column("baseline", "baseline", "baseline_tokens", 9),
@@ -146,6 +149,9 @@ def display_page(page: pa.Table, details: pa.Table | None = None,
             "incl": page["included_count"],
             "omit": page["omitted_count"],
             "tokens": page["assembled_tokens"],
+            # filled in once the page's lint is in (``finding_markers``); until then, and
+            # on a page with no finding, the column is empty and so not shown
+            "findings": pa.array([""] * rows, pa.string()),
             "tools": details["tool_calls"],
             "budget": token_bar(page["assembled_tokens"], page["token_budget"]),
             "baseline": page["baseline_tokens"],
@@ -156,6 +162,22 @@ def display_page(page: pa.Table, details: pa.Table | None = None,
             "preview": pc.fill_null(details["preview"], ""),
         }
     )
+
+
+def finding_markers(found: pa.Table) -> pa.Array:
+    """A list row's lint and safety marker, from ``ReadModel.request_findings``: ``⚠3``
+    when the model was shown something it should not have been (3 findings in all), else
+    the worst severity and how many (``✗1`` error, ``!3`` warning, ``i1`` info), empty if
+    none. Short, so the column costs the list no other column (``MARKER_LEGEND`` says it)."""
+    n = pc.cast(found["findings"], pa.string())
+    worst = pc.fill_null(found["worst"], "")
+    symbol = pc.case_when(
+        pc.make_struct(pc.greater(found["safety"], 0), pc.equal(worst, "error"),
+                       pc.equal(worst, "warning"), pc.equal(worst, "info")),
+        *(pa.scalar(MARKERS[k], pa.string()) for k in ("safety", "error", "warning", "info")),
+        pa.scalar(None, pa.string()),
+    )
+    return pc.fill_null(pc.binary_join_element_wise(symbol, n, ""), "")
 
 
 def _content_width(values: Any) -> int:
@@ -256,6 +278,16 @@ class AssembliesLoaded(Message):
         self.total = total
         self.affixes = affixes  # the id prefix and suffix every shown id drops
         self.misses = misses or []  # filter values no request has (ReadModel.filter_misses)
+
+
+class FindingsLoaded(Message):
+    """The lint markers of the page loaded at ``offset`` (``finding_markers``)."""
+
+    def __init__(self, generation: int, offset: int, markers: pa.Array) -> None:
+        super().__init__()
+        self.generation = generation
+        self.offset = offset
+        self.markers = markers
 
 
 class AssembliesFailed(Message):
@@ -359,6 +391,13 @@ class RequestsScreen(Screen[None]):
         keys = result.keys
         self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total,
                                            affixes, misses))
+        # the markers come after the rows: the page shows at once, its lint follows
+        try:
+            markers = finding_markers(answers.request_findings(keys["assembly_id"]))
+        except ContextlensError:
+            markers = pa.array([""] * keys.num_rows, pa.string())
+        if not get_current_worker().is_cancelled:
+            self.post_message(FindingsLoaded(generation, offset, markers))
 
     def _name_source(self, source: str) -> None:
         """The header names what the store was built from, not its cache file (a store
@@ -386,6 +425,26 @@ class RequestsScreen(Screen[None]):
         self._loading_more = False
         await self._show_table(cursor)
         self._update_status()
+
+    async def on_findings_loaded(self, message: FindingsLoaded) -> None:
+        display = self._display
+        if message.generation != self._generation or display is None:
+            return
+        end = message.offset + len(message.markers)
+        if end > display.num_rows:
+            return  # the page it belongs to was replaced
+        column = display["findings"]
+        markers = pa.chunked_array(
+            [column.slice(0, message.offset).combine_chunks(), message.markers,
+             column.slice(end).combine_chunks()], pa.string())
+        self._display = display.set_column(display.column_names.index("findings"),
+                                           "findings", markers)
+        found = pc.any(pc.not_equal(message.markers, "")).as_py()
+        if found or "findings" in [c.key for c, _ in self._shown]:
+            table = self._table()
+            cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
+            await self._show_table(cursor)
+            self._update_status()
 
     def on_assemblies_failed(self, message: AssembliesFailed) -> None:
         if message.generation != self._generation:
@@ -458,6 +517,8 @@ class RequestsScreen(Screen[None]):
                     parts.append(f"{BY_KEY[key].label} {one_line(value, 30)}")
         if loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
+        if "findings" in [c.key for c, _ in self._shown]:
+            parts.append(MARKER_LEGEND)
         if q.text.strip():
             parts.append(f"filter: {one_line(q.text, 60)}")
         self.query_one("#status", Static).update(" · ".join(parts))

@@ -162,3 +162,38 @@ async def test_a_large_store_shows_its_first_page_without_the_transcript_columns
         shown = headers(app)
         assert "tokens" in shown and "#" not in shown
         assert "last user or tool message" not in shown
+
+
+# ---------------------------------------------------------------------- lint markers
+
+
+@run_async
+async def test_list_rows_carry_the_lint_and_safety_findings_of_their_request(
+        sample_db: Path) -> None:
+    """Each row's marker is what `contextlens lint` finds in that request: ⚠ and the count
+    when a safety invariant broke, nothing on a clean request; the status line says what the
+    symbols mean. Checked on every row at 100x30, the size that drops most columns."""
+    from ingest.store import Store
+    from replay.lint import SAFETY_RULES, lint
+
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        assert "lint" in headers(app)
+        shown = table.backend.data.to_pylist()
+        ids = app.screen._keys["assembly_id"].to_pylist()
+        assert "lint: ⚠ safety ✗ error ! warning i info" in status(app)
+    store = Store.open(sample_db)
+    found: dict[str, list[str]] = {}
+    for finding in lint(store):
+        found.setdefault(finding.assembly_id or "", []).append(finding.rule)
+    markers = [row["lint"] for row in shown]
+    expected = []
+    for assembly_id in ids:
+        rules = found.get(assembly_id, [])
+        safety = any(r in SAFETY_RULES for r in rules)
+        expected.append(f"⚠{len(rules)}" if safety else (f"✗{len(rules)}" if rules else ""))
+    assert markers == expected
+    # the v5 incident is among them
+    assert any(m.startswith("⚠") for m in markers) and "" in markers
