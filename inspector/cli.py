@@ -20,7 +20,7 @@ from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
 from .console import (
-    JsonResults, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
+    JsonResults, body, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, stream_json_array, stream_table, vis,
 )
 from .report import print_token_report
@@ -374,7 +374,7 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
     if as_json:
         emit_json(answer.to_json())
         return
-    click.echo(vis(answer.sentence))
+    click.echo(body(answer.sentence))
     click.echo("\ndecision trace:")
     print_table([dict(t) for t in answer.trace],
                 ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
@@ -382,7 +382,7 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
     for link in answer.provenance:
         mark = "✗ missing " if link.broken else ""
         indent = "  " * link.depth
-        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(link.id)}  {vis(link.label)}")
+        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(link.id)}  {body(link.label)}")
 
 
 def _registry(policies_dir: str | None):
@@ -654,7 +654,7 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
             for f in findings:
                 where = f.get("assembly_id") or f.get("message_id") or "-"
                 record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
-                click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {vis(f['detail'])}")
+                click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {body(f['detail'])}")
             click.echo(f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes")
     if counts["error"]:
         sys.exit(1)

@@ -53,6 +53,13 @@ def vis(value: Any) -> str:
     return visible_text(str(value))
 
 
+def body(value: Any) -> str:
+    """Log text quoted in a line (a provenance label, a lint detail, a why-sentence): its
+    terminal escape sequences removed for reading, the rest escaped as ``vis`` does
+    (``--json`` prints the exact text)."""
+    return vis(strip_sequences(value) if isinstance(value, str) else value)
+
+
 def cell(value: Any, column: str, width: int | None) -> str:
     """One table cell: escaped data on one line (newlines shown as ⏎), cut with … at
     ``width``; in a column that quotes log text (a label, a detail) terminal escape

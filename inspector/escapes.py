@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["READABLE_COLUMNS", "SEQUENCES_RE2", "escapes_shown", "set_escapes_shown",
+__all__ = ["CUT_SEQUENCE_RE2", "READABLE_COLUMNS", "SEQUENCES_RE2", "escapes_shown", "set_escapes_shown",
            "strip_sequences"]
 
 # ECMA-48 sequences, whole: CSI (ESC [ or 0x9b, parameters, intermediates, final byte),
@@ -26,6 +26,9 @@ SEQUENCES_RE2 = (
     r"|\x1b[\x20-\x2f]*[\x30-\x4f\x51-\x57\x59\x5a\x5c\x60-\x7e]"
 )
 SEQUENCE_RE = re.compile(SEQUENCES_RE2)
+# the start of a sequence whose end a shortened text lost (``… 41s \x1b[3…``), removed too
+CUT_SEQUENCE_RE2 = r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*(…?)$|\x1b(…?)$"
+_CUT_SEQUENCE_RE = re.compile(CUT_SEQUENCE_RE2)
 # the columns of our tables that quote log text bodies (shown readable)
 READABLE_COLUMNS = frozenset({"label", "detail", "preview", "content", "text", "summary"})
 
@@ -43,10 +46,12 @@ def escapes_shown() -> bool:
 
 
 def strip_sequences(text: str) -> str:
-    """``text`` without its terminal escape sequences, CRLF line ends made LF (a lone
-    control character stays, to be shown escaped)."""
+    """``text`` without its terminal escape sequences (and the start of one a shortening
+    cut off at its end), CRLF line ends made LF (any other lone control character stays,
+    to be shown escaped)."""
     if "\x1b" not in text and "\r" not in text and not re.search("[\x90-\x9f]", text):
         return text
-    return SEQUENCE_RE.sub("", text).replace("\r\n", "\n")
+    text = _CUT_SEQUENCE_RE.sub(r"\1\2", SEQUENCE_RE.sub("", text))
+    return text.replace("\r\n", "\n")
 
 

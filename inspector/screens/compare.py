@@ -78,13 +78,14 @@ class ComparePicker(PolicyPicker):
             if self.filter_text.strip():
                 title.append(f"  (filter: {one_line(self.filter_text, 60)})", style="dim")
             yield Static(title, classes="dialog-title")
-            versions = OptionList(id="policy-versions", markup=False)
-            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
-            yield versions
+            # side A first: its list opens over the versions, not over the footer
             with Horizontal(id="against-row"):
                 yield Label("compare against (side A)", id="against-label")
                 yield Select[str]([(self._recorded_label(), RECORDED)], value=RECORDED,
                                   allow_blank=False, id="against", compact=True)
+            versions = OptionList(id="policy-versions", markup=False)
+            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
+            yield versions
             yield Static("enter: compare under the highlighted version (side B) · "
                          "a / tab: choose side A · esc: cancel", id="replay-hint", markup=False)
 

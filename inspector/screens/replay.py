@@ -124,9 +124,8 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
             if self.recorded_version:
                 title.append(f"  (recorded under {safe_text(self.recorded_version)})", style="dim")
             yield Static(title, classes="dialog-title")
-            versions = OptionList(id="policy-versions", markup=False)
-            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
-            yield versions
+            # side A above the versions: its list opens downward over them, inside the
+            # dialog, and never over the footer of a short terminal
             with Horizontal(id="against-row"):
                 yield Label("diff against (side A)", id="against-label")
                 yield Select[str](
@@ -136,6 +135,9 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
                     id="against",
                     compact=True,
                 )
+            versions = OptionList(id="policy-versions", markup=False)
+            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
+            yield versions
             yield Static(
                 "enter: replay under the highlighted version (side B) · a / tab: choose side A · esc: cancel",
                 id="replay-hint",

@@ -25,6 +25,7 @@ from rich.text import Text
 from ingest.text import UNSAFE_CODEPOINTS, UNSAFE_RE2, escape_char, one_line, visible_text
 
 from ..escapes import (
+    CUT_SEQUENCE_RE2,
     READABLE_COLUMNS,
     SEQUENCES_RE2,
     escapes_shown,
@@ -78,6 +79,7 @@ def safe_column(column: pa.Array | pa.ChunkedArray,
     out = column
     if body and not escapes_shown():
         out = pc.replace_substring_regex(out, SEQUENCES_RE2, "")
+        out = pc.replace_substring_regex(out, CUT_SEQUENCE_RE2, r"\1\2")
         out = pc.replace_substring(out, "\r\n", "\n")
     for cp in UNSAFE_CODEPOINTS:
         ch = chr(cp)

@@ -116,6 +116,27 @@ async def test_f_toggles_the_unchanged_records(sample_db: Path) -> None:
 
 
 @run_async
+async def test_side_a_list_opens_inside_the_picker_on_a_small_terminal(sample_db: Path) -> None:
+    """At 100x30 the open side-A list stays within the dialog: it neither hides the
+    footer nor runs off the screen, and every choice is on screen."""
+    from textual.widgets._select import SelectOverlay
+
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        await pilot.press("a", "enter")
+        await settle(pilot)
+        overlay = app.screen.query_one(SelectOverlay)
+        dialog = app.screen.query_one("#replay-dialog").region
+        assert overlay.display and overlay.region.height >= 7  # recorded + v1..v6
+        assert dialog.contains_region(overlay.region)
+        assert overlay.region.bottom <= app.screen.query_one("#replay-hint").region.y
+
+
+@run_async
 async def test_replay_against_another_version(sample_db: Path) -> None:
     """Side A can be a replay too: v4 against v5 on a v5 request."""
     assembly = first_assembly(sample_db, "tag:incident policy:v5")

@@ -47,3 +47,32 @@ def test_show_prints_labels_readable_and_json_exact(
     data = run_json(capsys, "show", "asm-030", "--db", str(sample_db))
     label = next(r["label"] for r in data["included"] if r["record_id"] == "msg-045")
     assert "\x1b[31m" in label  # JSON keeps the exact text, escaped by JSON itself
+
+
+def test_a_sequence_cut_by_a_shortened_label_is_removed_too() -> None:
+    """A label shortened in the middle of a sequence (``41s \\x1b[3…``) shows no stray
+    escape; the same rule holds in the app's columnar form."""
+    import pyarrow as pa
+
+    from inspector.escapes import strip_sequences
+    from inspector.widgets.safe import safe_column
+
+    cut_texts = ["41s \x1b[3…", "41s \x1b[31", "41s \x1b", "41s \x1b…"]
+    assert [strip_sequences(t) for t in cut_texts] == ["41s …", "41s ", "41s ", "41s …"]
+    assert safe_column(pa.array(cut_texts), body=True).to_pylist() == [
+        strip_sequences(t) for t in cut_texts]
+    # only at the end: an unfinished sequence inside the text stays visible
+    assert strip_sequences("a\x1b[3\x01b") == "a\x1b[3\x01b"
+
+
+def test_why_reads_its_provenance_and_lint_its_details_without_escapes(
+        sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool output quoted by `why` (the provenance walk) and by `lint` reads as text; the
+    escaped form is never printed, and --json keeps the exact text."""
+    code, out, _err = run(capsys, "why", "asm-029", "art-019", "--db", str(sample_db))
+    assert code == 0
+    line = next(l for l in out.splitlines() if l.startswith("tool_artifact art-019"))
+    assert "\\x1b" not in line and "\x1b" not in line
+    assert "$ atlas deploy --env staging [ok] built web bundle" in line
+    data = run_json(capsys, "why", "asm-029", "art-019", "--db", str(sample_db))
+    assert "\x1b[1m$ atlas deploy" in data["content"]  # the exact text
