@@ -92,9 +92,17 @@ class ContextLensApp(App[None]):
         reveal: bool = False,
         initial_assembly: str | None = None,
         policies_dir: Path | str | None = None,
+        ray_exports: "list[Path] | None" = None,
+        ray_address: str | None = None,
     ) -> None:
         super().__init__()
         self.db_path = Path(db_path)
+        # compare runs on Ray over these Parquet exports (``open --engine ray``), else on
+        # the store in this process
+        self.ray_exports = list(ray_exports) if ray_exports else None
+        self.ray_address = ray_address
+        self._ray_session: Any = None  # (the session, its null device) once started
+        self._ray_lock = threading.Lock()
         # the policy registry folder replays read (None: the bundled sample_data/policies)
         self.policies_dir = Path(policies_dir) if policies_dir is not None else None
         self._policies: Any = None
@@ -143,6 +151,47 @@ class ContextLensApp(App[None]):
             self._local.answers = model
         return model
 
+    def compare_answers(self) -> Any:
+        """What answers a compare: the read model on Ray over the exports the app was opened
+        with ``--engine ray``, else ``answers()``. Call from workers only."""
+        if self.ray_exports is None:
+            return self.answers()
+        from readmodel.distributed import RayReadModel
+
+        self._start_ray()
+        return RayReadModel(self.ray_exports, self.registry(), self.ray_address)
+
+    def _start_ray(self) -> None:
+        """Ray, started (or connected) once for the app's life: every compare after the
+        first starts at once. Ray's start-up asks ``sys.stdout`` and ``sys.stderr`` for
+        file descriptors, which Textual's capture of them has not: for that moment they
+        are the null device (Ray's own output must not reach the screen anyway)."""
+        import contextlib
+        import os
+
+        with self._ray_lock:
+            if self._ray_session is not None:
+                return
+            from replay.distributed import ray_session
+
+            null = open(os.devnull, "w")  # kept open while Ray runs
+            try:
+                with contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+                    session = ray_session(self.ray_address)
+                    session.__enter__()
+            except BaseException:
+                null.close()
+                raise
+            self._ray_session = (session, null)
+
+    def _stop_ray(self) -> None:
+        with self._ray_lock:
+            running, self._ray_session = self._ray_session, None
+        if running is not None:
+            session, null = running
+            session.__exit__(None, None, None)
+            null.close()
+
     def registry(self) -> Any:
         """The policy registry (loaded once, on first use). Call from workers only: loading
         reads and validates every policy file; a bad file raises ContextlensError."""
@@ -178,6 +227,7 @@ class ContextLensApp(App[None]):
     def on_unmount(self) -> None:
         gc.unfreeze()  # what the app held can be collected again once it is gone
         self._close_stores()
+        self._stop_ray()
 
     def open_assembly(self, assembly_id: str) -> None:
         """Show ``assembly_id`` in the assembly screen. One screen is kept and re-targeted

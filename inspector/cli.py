@@ -178,7 +178,23 @@ def _run_app(
     assembly: str | None,
     fmt: str | None = None,
     policies_dir: str | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> None:
+    kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
+    if engine == "ray":  # the app's compare runs on Ray over PATH's Parquet export
+        from replay.distributed import find_exports, require_ray
+
+        from .stores import bundled_export
+
+        require_ray()
+        source = Path(path) if path else bundled_export()
+        if not (source / "manifest.json").is_file():
+            raise ContextlensError(f"{source}: --engine ray opens an export folder (its "
+                                   "Parquet files are what Ray reads), not a store or a transcript")
+        kwargs.update(ray_exports=find_exports([source]), ray_address=address)
+    elif address:
+        raise ContextlensError("--address needs --engine ray")
     db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
     if policies_dir:  # fail on a bad registry before the screen takes over
         from replay.policy import load_registry
@@ -186,7 +202,6 @@ def _run_app(
         load_registry(policies_dir)
     from .app import ContextLensApp
 
-    kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
     ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs).run()
 
 
@@ -196,7 +211,13 @@ def _run_app(
 @format_option
 @click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
 @reveal_option
-def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_dir: str | None, reveal: bool) -> None:
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the app's compare (C) runs. ray: on a Ray cluster over PATH, an "
+                   "export folder (pip install 'contextlens[ray]').")
+@click.option("--address", metavar="auto|ray://HOST:PORT",
+              help="With --engine ray: the Ray cluster (default: a local instance).")
+def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_dir: str | None,
+             reveal: bool, engine: str, address: str | None) -> None:
     """Open the inspector on PATH: an export folder, a store file or a transcript
     (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
     if assembly:
@@ -205,7 +226,8 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
 
         with Store.open(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)) as store:
             store.assembly(assembly)
-    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir)
+    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir,
+             engine=engine, address=address)
 
 
 @cli.command()

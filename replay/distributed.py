@@ -96,7 +96,7 @@ _MEMBERSHIP: tuple[tuple[str, str], ...] = (
 )
 
 
-def _ray() -> Any:
+def require_ray() -> Any:
     """The ``ray`` module, or the one-line error that says how to install it."""
     try:
         import ray
@@ -369,7 +369,7 @@ class ray_session:
     def __enter__(self) -> Any:
         import logging
 
-        ray = _ray()
+        ray = require_ray()
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
                                       "configure_logging": True}
@@ -392,7 +392,7 @@ class ray_session:
 
     def __exit__(self, *_: Any) -> None:
         if self.started:
-            _ray().shutdown()
+            require_ray().shutdown()
 
 
 def _cluster_messages_to_stderr() -> None:

@@ -207,6 +207,8 @@ class CompareScreen(Screen[None]):
         title = (f"Compare {'the recording' if self.a == RECORDED else self.a} → {self.b} over "
                  + (f"the requests matching {one_line(self.filter_text, 60)}"
                     if self.filter_text.strip() else "every request"))
+        if self.app.ray_exports is not None:  # type: ignore[attr-defined]
+            title += " · on Ray"
         yield Static(title, id="compare-title", markup=False)
         yield ProgressBar(id="compare-progress", show_eta=False)
         with Horizontal(id="compare-body"):
@@ -237,7 +239,7 @@ class CompareScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="compare")
     def run_compare(self) -> None:
         worker = get_current_worker()
-        answers = self.app.answers()  # type: ignore[attr-defined]
+        on_ray = self.app.ray_exports is not None  # type: ignore[attr-defined]
         last = [-1]
 
         def progress(done: int, total: int) -> None:
@@ -246,10 +248,16 @@ class CompareScreen(Screen[None]):
                 last[0] = done
                 self.app.call_from_thread(self._progressed, done, total)
 
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
-            result = answers.compare(self.a, self.b, self.flt, progress=progress,
-                                     cancelled=lambda: worker.is_cancelled,
-                                     reveal=bool(self.app.reveal))  # type: ignore[attr-defined]
+            answers = self.app.compare_answers()  # type: ignore[attr-defined]
+            if on_ray:
+                # Ray's tasks run to their end: esc leaves the screen and drops the result
+                result = answers.compare(self.a, self.b, self.flt, progress=progress,
+                                         reveal=reveal)
+            else:
+                result = answers.compare(self.a, self.b, self.flt, progress=progress,
+                                         cancelled=lambda: worker.is_cancelled, reveal=reveal)
         except CompareCancelled:
             return
         except ContextlensError as err:
@@ -262,7 +270,9 @@ class CompareScreen(Screen[None]):
         if not self.is_attached or not self.running:
             return
         self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
-        self.query_one("#compare-safety", Static).update(f"Replaying… {done:,} of {total:,} requests")
+        # on Ray the count is of partitions (whole conversations), the unit Ray schedules
+        unit = "partitions on Ray" if self.app.ray_exports is not None else "requests"  # type: ignore[attr-defined]
+        self.query_one("#compare-safety", Static).update(f"Replaying… {done:,} of {total:,} {unit}")
 
     # ------------------------------------------------------------------ results
 
@@ -283,11 +293,11 @@ class CompareScreen(Screen[None]):
                                 max_column_content_width=40)
             await holder.mount(table)
             table.focus()
-            status = "enter: diff of the highlighted request · r: compare again · esc: back"
+            status = "enter: diff of the highlighted request · R: compare again · esc: back"
         else:
             await holder.mount(Static("No request changes between the two sides.",
                                       classes="placeholder", markup=False))
-            status = "r: compare again · esc: back"
+            status = "R: compare again · esc: back"
         self.query_one("#compare-status", Static).update(status)
 
     def _plot(self, result: CompareResult) -> None:
@@ -306,7 +316,7 @@ class CompareScreen(Screen[None]):
         self.set_class(False, "-running")
         self.query_one("#compare-safety", Static).update(
             Text(f"Compare failed: {safe_text(message.error)}", style="bold red"))
-        self.query_one("#compare-status", Static).update("r: compare again · esc: back")
+        self.query_one("#compare-status", Static).update("R: compare again · esc: back")
 
     # ------------------------------------------------------------------ actions
 
@@ -334,6 +344,6 @@ class CompareScreen(Screen[None]):
             self.app.workers.cancel_node(self)
             self.set_class(False, "-running")
             self.query_one("#compare-safety", Static).update("Compare stopped.")
-            self.query_one("#compare-status", Static).update("r: compare again · esc: back")
+            self.query_one("#compare-status", Static).update("R: compare again · esc: back")
             return
         self.app.pop_screen()

@@ -189,10 +189,10 @@ class VerifyScreen(Screen[None]):
             await holder.mount(table)
             table.focus()
             self.query_one("#verify-status", Static).update(
-                "enter: diff of the recorded rows against the replay · r: verify again · esc: back"
+                "enter: diff of the recorded rows against the replay · R: verify again · esc: back"
             )
         else:
-            self.query_one("#verify-status", Static).update("r: verify again · esc: back")
+            self.query_one("#verify-status", Static).update("R: verify again · esc: back")
 
     def on_verify_failed(self, message: VerifyFailed) -> None:
         self.running = False
@@ -215,7 +215,7 @@ class VerifyScreen(Screen[None]):
         if not item.replayable:
             self.query_one("#verify-status", Static).update(
                 f"{safe_text(item.assembly_id)}: no policy {safe_text(version)} to replay it, "
-                "so no diff · r: verify again · esc: back"
+                "so no diff · R: verify again · esc: back"
             )
             return
         if item.verdict == "inconsistent":

@@ -184,3 +184,54 @@ def test_the_clusters_warnings_go_to_stderr_not_into_the_json(capsys) -> None:
                                "pid": "raylet", "is_err": False}, ignore_prefix=False)
     out, err = capsys.readouterr()
     assert out == "" and "8 PYTHON worker processes" in err
+
+
+# ---------------------------------------------------------------------- from the app
+
+
+def test_the_apps_compare_runs_on_ray_with_progress_in_partitions(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`contextlens open EXPORT --engine ray`: C runs the compare on Ray (this module's
+    instance), the screen counts partitions as they finish, and its result is the local
+    engine's to the last field."""
+    import asyncio
+
+    from inspector.app import ContextLensApp
+    from inspector.screens.compare import CompareScreen
+    from readmodel import ReadModel
+    from ingest.store import Store
+    from support.pilot import settle
+
+    seen: list[tuple[int, int, str]] = []
+    shown = CompareScreen._progressed
+
+    def progressed(screen: CompareScreen, done: int, total: int) -> None:
+        shown(screen, done, total)
+        seen.append((done, total, str(screen.query_one("#compare-safety").render())))
+
+    monkeypatch.setattr(CompareScreen, "_progressed", progressed)
+
+    async def run() -> CompareScreen:
+        app = ContextLensApp(db_path=sample_db, ray_exports=[SAMPLE_DIR])
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("C")
+            await settle(pilot)
+            picker = app.screen
+            picker.query_one("#against").value = "v4"
+            options = picker.query_one("#policy-versions")
+            options.highlighted = options.get_option_index("policy-v5")
+            await pilot.press("enter")
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, CompareScreen)
+            assert "on Ray" in str(screen.query_one("#compare-title").render())
+            return screen
+
+    screen = asyncio.run(run())
+    with Store.open(sample_db) as store:
+        local = ReadModel(store).compare("v4", "v5")
+    assert screen.result is not None
+    assert screen.result.to_json() == local.to_json()
+    assert seen and seen[-1][0] == seen[-1][1] > 1  # every partition, counted to the end
+    assert "partitions on Ray" in seen[-1][2]
