@@ -18,9 +18,12 @@ the chunk at once, in DuckDB and numpy). Any other assembler (a plugin, or a var
 the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at a time.
 
 The columnar path reads a chunk's graph in one query per table and runs a few small SQL
-queries per chunk, so a chunk should hold thousands of assemblies: the default of a few
-hundred conversations (``CONVERSATIONS_PER_CHUNK``) does; its memory is a few dozen numpy
-columns of the chunk's (assembly x candidate) rows.
+queries per chunk, so a chunk should hold thousands of assemblies: a chunk closes at
+``CONVERSATIONS_PER_CHUNK`` conversations or, at the next conversation boundary, once it
+holds ``REQUESTS_PER_CHUNK`` requests. Its memory is a few dozen numpy columns of the
+chunk's (assembly x candidate) rows, so it follows the chunk, never the store. Measured on
+the 200k scale store (benchmarks/bench_compare.py): 256 conversations a chunk took 107 s
+and peaked at 651 MB, 2,048 took 41 s at 919 MB, 4,096 took 37 s at 1.27 GB.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_facts", "chunks", "has_columnar_form",
            "replay_chunk", "replay_chunk_oracle"]
 
-CONVERSATIONS_PER_CHUNK = 256
+CONVERSATIONS_PER_CHUNK = 2048
+REQUESTS_PER_CHUNK = 8192  # a chunk of long conversations stops here (at their boundary)
 
 REPLAY_SCHEMA = pa.schema([
     ("assembly_id", pa.string()), ("record_kind", pa.string()), ("record_id", pa.string()),
@@ -89,17 +93,20 @@ class Replayed:
 
 
 def chunks(store: "Store", flt: "AssemblyFilter | str | None" = None,
-           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> Iterator[Chunk]:
-    """The requests matching ``flt`` in chunks of at most ``conversations_per_chunk``
-    conversations of one export, read from the store as they are needed (on a cursor of
+           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK,
+           requests_per_chunk: int = REQUESTS_PER_CHUNK) -> Iterator[Chunk]:
+    """The requests matching ``flt`` in chunks of whole conversations of one export, at
+    most ``conversations_per_chunk`` of them and, unless one conversation is longer, about
+    ``requests_per_chunk`` requests; read from the store as they are needed (on a cursor of
     their own, so the store answers other queries, such as a chunk's graph, meanwhile)."""
     with store.cursor() as reader:
-        yield from _chunks(reader, flt, conversations_per_chunk)
+        yield from _chunks(reader, flt, conversations_per_chunk, requests_per_chunk)
 
 
 def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
-            conversations_per_chunk: int) -> Iterator[Chunk]:
+            conversations_per_chunk: int, requests_per_chunk: int) -> Iterator[Chunk]:
     pending: list[pa.RecordBatch] = []
+    held = 0  # requests in ``pending``
     conversations: list[str] = []
     export: str | None = None
     for batch in store.iter_assembly_requests(flt):
@@ -109,14 +116,16 @@ def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
         for i, (e, c) in enumerate(zip(exports, convs)):
             if e == export and conversations and c == conversations[-1]:
                 continue
-            full = e != export or len(conversations) >= conversations_per_chunk
+            full = (e != export or len(conversations) >= conversations_per_chunk
+                    or held + i - start >= requests_per_chunk)
             if full and conversations:
                 pending.append(batch.slice(start, i - start))
                 yield _chunk(export, conversations, pending)
-                pending, conversations, start = [], [], i
+                pending, conversations, start, held = [], [], i, 0
             export = e
             conversations.append(c)
         pending.append(batch.slice(start))
+        held += batch.num_rows - start
     if conversations:
         yield _chunk(export, conversations, pending)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .files import Sample
 
-__all__ = ["LOOKALIKES", "explain"]
+__all__ = ["LOOKALIKES", "SIGNATURES", "closest", "explain"]
 
 _SCAN = 50  # lines a recogniser looks at
 
@@ -140,6 +140,62 @@ LOOKALIKES: tuple[tuple[tuple[str, ...], str, Callable[[Sample], str | None]], .
     (("anthropic-messages",), "an Anthropic Messages request log", _anthropic),
     (("openai-chat",), "OpenAI chat messages", _openai),
 )
+
+
+# The keys each format's records carry (top-level keys of the document, of its first
+# element, or of its JSON lines): when no recogniser sees a format, the one whose keys the
+# file shares most is named as the closest.
+SIGNATURES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("codex", "a Codex CLI rollout", frozenset({"type", "payload", "timestamp"})),
+    ("claude-code", "a Claude Code session",
+     frozenset({"type", "message", "sessionId", "uuid", "parentUuid", "timestamp", "cwd"})),
+    ("gemini-cli", "a Gemini CLI session",
+     frozenset({"sessionId", "projectHash", "startTime", "lastUpdated", "messages"})),
+    ("inspect-ai", "an inspect_ai eval log",
+     frozenset({"version", "status", "eval", "plan", "results", "stats", "samples"})),
+    ("letta", "a Letta agent file",
+     frozenset({"agents", "blocks", "core_memory", "messages", "llm_config", "tools"})),
+    ("esaa", "an ESAA event log",
+     frozenset({"event_id", "event_seq", "actor", "ts", "event", "action", "payload"})),
+    ("anthropic-messages", "an Anthropic Messages request log",
+     frozenset({"model", "messages", "system", "max_tokens", "tools", "request", "response"})),
+    ("openai-chat", "OpenAI chat messages",
+     frozenset({"messages", "model", "role", "content", "tool_calls", "traj", "history"})),
+)
+
+
+def _keys(sample: Sample) -> set[str]:
+    """The keys the file's records carry: the document's (or its first element's) top
+    level, else those of its first JSON lines."""
+    doc = sample.document
+    if isinstance(doc, list):
+        doc = next((d for d in doc[:_SCAN] if isinstance(d, dict)), None)
+    if isinstance(doc, dict):
+        return {str(k) for k in doc}
+    keys: set[str] = set()
+    for _n, line in _objects(sample):
+        keys.update(str(k) for k in line)
+    return keys
+
+
+def closest(sample: Sample, tried: Mapping[str, str]) -> str | None:
+    """``closest: <format> (shares keys …; <why that format refused it>)`` for a JSON file
+    no recogniser placed, naming the known format whose keys it shares most (the larger
+    share of that format's keys; the earlier in ``SIGNATURES`` on a tie), or that it shares
+    none (with its keys); None when it is not JSON objects."""
+    keys = _keys(sample)
+    if not keys:
+        return None
+    listed = sorted(keys)
+    named = ", ".join(k[:40] for k in listed[:8]) + (", …" if len(listed) > 8 else "")
+    best = max(SIGNATURES, key=lambda sig: (len(keys & sig[2]) / len(sig[2]),
+                                            -SIGNATURES.index(sig)))
+    name, what, signature = best
+    shared = sorted(keys & signature)
+    if not shared:
+        return f"no known format has its keys ({named})"
+    why = f"; {tried[name]}" if name in tried else ""
+    return f"closest: {what} (shares {', '.join(shared)}{why})"
 
 
 def explain(sample: Sample, tried: Mapping[str, str]) -> str | None:

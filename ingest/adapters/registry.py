@@ -190,11 +190,14 @@ def detect_format(path: Path) -> str:
             return name
         reasons[name] = reason
     tried = "; ".join(f"{f}: {reasons[f]}" for f in format_names() if f in reasons)
-    from .lookalikes import explain
+    from .lookalikes import closest, explain
 
     looks = explain(sample, reasons)
     if looks is not None:
         raise ContextlensError(f"{path}: {looks} (tried {tried})")
+    near = closest(sample, reasons)
+    if near is not None:
+        raise ContextlensError(f"{path}: not a known transcript format, {near} (tried {tried})")
     raise ContextlensError(f"{path}: not a known transcript format (tried {tried})")
 
 

@@ -55,6 +55,29 @@ def test_sample_store_replays_exactly_as_the_oracle(sample_db: Path, version: st
     assert replayed == requests  # the sample records only versions of the registry
 
 
+@pytest.mark.parametrize("per_chunk", [1, 5, 12])
+def test_chunks_hold_whole_conversations_and_stop_at_the_request_bound(
+        sample_db: Path, per_chunk: int) -> None:
+    """A chunk never splits a conversation, holds more than ``requests_per_chunk`` requests
+    only when one conversation alone is longer, and the chunks together are every request
+    once, in the walk's order."""
+    with Store.open(sample_db) as store:
+        whole = next(chunks(store, conversations_per_chunk=10_000, requests_per_chunk=10**9))
+        parts = list(chunks(store, conversations_per_chunk=10_000, requests_per_chunk=per_chunk))
+    ids = [i for c in parts for i in c.requests.column("assembly_id").to_pylist()]
+    assert ids == whole.requests.column("assembly_id").to_pylist()
+    seen: set[str] = set()
+    for chunk in parts:
+        convs = chunk.requests.column("conversation_id").to_pylist()
+        assert list(dict.fromkeys(convs)) == list(chunk.conversation_ids)
+        assert not seen & set(convs)  # no conversation in two chunks
+        seen |= set(convs)
+        if chunk.requests.num_rows > per_chunk:
+            # over the bound only by the last conversation that filled it
+            assert chunk.requests.num_rows - convs.count(convs[-1]) < per_chunk
+    assert len(parts) > 1
+
+
 def test_graph_facts_computed_once_serve_every_version(sample_db: Path) -> None:
     """Compare computes a chunk's graph facts once and replays both sides from them: every
     version replayed from shared facts is exactly the oracle's replay."""

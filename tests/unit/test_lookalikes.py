@@ -55,8 +55,39 @@ def test_a_real_rollout_is_no_longer_a_lookalike(tmp_path: Path) -> None:
     assert detect_format(path) == "codex"
 
 
-def test_a_file_like_nothing_known_says_so(tmp_path: Path) -> None:
+def test_a_file_like_nothing_known_says_so_and_shows_its_keys(tmp_path: Path) -> None:
     path = tmp_path / "other.json"
     path.write_text(json.dumps({"hello": "world"}), encoding="utf-8")
-    with pytest.raises(ContextlensError, match="not a known transcript format"):
+    with pytest.raises(ContextlensError) as err:
         detect_format(path)
+    assert str(err.value).startswith(
+        f"{path}: not a known transcript format, no known format has its keys (hello) (tried ")
+
+
+# files no recogniser places: the closest format is the one whose keys they share most
+CLOSEST = {
+    # an inspect_ai log cut before its samples (still "started")
+    "started.json": ({"eval": {"task": "t"}, "status": "started", "plan": {}},
+                     'closest: an inspect_ai eval log (shares eval, plan, status; no "version" '
+                     'nor "samples" beside "eval")'),
+    # JSON lines with a type and a time, but no payload: events of some other CLI
+    "cli.jsonl": ([{"timestamp": "2026-02-23T11:54:52Z", "type": "event", "data": {}}],
+                  "closest: a Codex CLI rollout (shares timestamp, type; no line is "),
+    # ESAA events without the fields that make one (no id, no sequence)
+    "events.jsonl": ([{"actor": "a", "ts": "2026-01-01T00:00:00Z", "note": "x"}],
+                     "closest: an ESAA event log (shares actor, ts; "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSEST))
+def test_an_unknown_file_names_the_closest_format(tmp_path: Path, name: str) -> None:
+    body, expected = CLOSEST[name]
+    path = tmp_path / name
+    text = ("\n".join(json.dumps(line) for line in body) + "\n" if name.endswith(".jsonl")
+            else json.dumps(body))
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ContextlensError) as err:
+        detect_format(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not a known transcript format, {expected}"), message
+    assert "\n" not in message
