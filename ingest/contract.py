@@ -1,5 +1,8 @@
 """The export contract (v1): every table, column, type and enumeration in one place.
 
+(Long on purpose: the contract is the one definition the writer, the validator, the store's
+DDL and the docs are generated from or checked against; split, it would have two homes.)
+
 This module is the single source of truth. The Arrow schemas that the writer and the
 validator use, and the pydantic models used at the edges (one row checked at a time, never
 on a hot path), are both generated from ``TABLES`` below; ``docs/export-format.md`` states

@@ -1,5 +1,9 @@
 """The read model: one method per question the user asks, one answer each.
 
+(One class in one module, over 500 lines on purpose: every question the CLI and the screens
+can ask is a method here, so a reader finds them all in one place; masking, result types,
+token accounting and record content live beside it in ``readmodel``.)
+
 ``ReadModel(store, registry)`` answers "which requests", "this assembly", "why this record
 (on this side)", "the prompt", "what changes under v4", "verify", "the token report", "the
 policies", "this conversation" and "lint". Every answer is a frozen result of

@@ -1,5 +1,8 @@
 """The reference assembler's eleven stages over every request of a chunk at once.
 
+(The longest module, on purpose: it is the oracle's counterpart, stage for stage, and the
+differential test holds the two together; read beside ``replay/assembler.py``, one file each.)
+
 ``replay_columnar(graphs, requests, policies)`` gives, for every request, exactly what
 ``replay.assembler.assemble`` gives for it (decision, rendering, position, policy_family,
 reason_code and tokens of every record; selection hash, assembled and baseline tokens,

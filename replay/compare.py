@@ -1,5 +1,8 @@
 """Compare two policy versions (or a version against the recording) over many requests.
 
+(Over 500 lines: the walk, the pairing SQL and the aggregates with their exact merge belong
+together, since the distributed engine relies on the merge being the walk's.)
+
 ``compare(store, registry, a, b, flt)`` walks the requests matching ``flt`` in chunks
 (``replay.engine.chunks``), replays each chunk under both sides with ``replay_chunk`` (side
 A ``"recorded"`` reads the chunk's recorded rows in one query instead), and pairs the two

@@ -1,5 +1,7 @@
 """Compare and verify on a Ray cluster, straight from Parquet exports (``--engine ray``).
 
+(The only module that imports Ray, hence everything Ray-facing is here, over 500 lines.)
+
 The local engine walks one DuckDB store chunk by chunk. Here the same walk is cut into
 **partitions**, each a run of whole conversations of one export, and every partition runs
 the local engine's own per-partition function (``replay.compare.compare_partition``,

@@ -1,5 +1,8 @@
 """Codex CLI rollout JSONL (``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``) -> export.
 
+(One format, one module, longer than most: every rollout item kind Codex defines is mapped
+here, in the order listed below, so the whole format reads top to bottom.)
+
 Every line is ``{timestamp, type, payload}``. What is read (the rollout's ``RolloutItem``
 kinds, as the Codex source defines them):
 

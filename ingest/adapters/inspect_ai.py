@@ -1,5 +1,8 @@
 """inspect_ai eval logs (``.json``, and the ``.eval`` zip archive) -> export.
 
+(One format, one module: both containers and every event kind read below share the mapping
+of one sample to one conversation, so they are kept together.)
+
 An eval log holds one task's run: ``eval`` (task, model, dataset), ``plan``, ``results``,
 ``stats`` and ``samples``. A ``.eval`` file is a zip of the same parts: ``header.json`` (the
 log without samples; ``_journal/start.json`` while a run is unfinished), one

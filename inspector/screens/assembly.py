@@ -1,6 +1,9 @@
 """One assembly: context in prompt order, omissions by reason, the decision trace, the
 prompt as the model saw it, and a record panel with the why-sentence and provenance.
 
+(One screen, one module, over 500 lines: its four tabs and the record panel are driven by the
+one message pipeline below; the widgets it shows live in ``inspector/widgets``.)
+
 Pipeline: ``RecordsLoaded`` (the request row, records, trace and, when it was loaded ahead,
 the first record's panel) -> ``RecordSelected`` (a highlighted record) -> ``RecordExplained``
 (its panel), and ``PromptRendered`` when the Prompt tab is first shown. An assembly the
