@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -98,37 +98,46 @@ def as_text(value: Any) -> str:
         return str(value)
 
 
-def blocks_text(content: Any) -> str:
-    """Text of a message ``content``: a string, or a list of content blocks / parts
-    (Anthropic ``{"type": "text", "text"}``, OpenAI ``{"type": "text", "text"}``; images and
-    other blocks become a short bracketed marker, nested tool_result content is flattened)."""
+def parts_text(content: Any, part: Callable[[Any, dict[str, Any]], str | None]) -> str:
+    """A message's ``content`` as the text shown, for any format whose content is a string or
+    a list of typed parts: a string as it is, a list joined by lines (a string part as it
+    is, a dict part as ``part(its type, the part)`` says, None or "" leaving it out, any
+    other value as ``as_text``), anything else as ``as_text``. Each format says only what
+    its part types read as."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, dict):
-        content = [content]
     if not isinstance(content, list):
         return as_text(content)
     parts: list[str] = []
-    for b in content:
-        if isinstance(b, str):
-            parts.append(b)
-        elif isinstance(b, dict):
-            t = b.get("type")
-            if isinstance(b.get("text"), str):
-                parts.append(b["text"])
-            elif t in ("image", "image_url", "input_image", "document", "file"):
-                parts.append(f"[{t}]")
-            elif t == "tool_result":
-                parts.append(blocks_text(b.get("content")))
-            elif t in ("thinking", "redacted_thinking"):
-                continue
-            else:
-                parts.append(as_text(b))
+    for c in content:
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, dict):
+            parts.append(part(c.get("type"), c) or "")
         else:
-            parts.append(as_text(b))
+            parts.append(as_text(c))
     return "\n".join(p for p in parts if p)
+
+
+def _block_text(kind: Any, block: dict[str, Any]) -> str | None:
+    if isinstance(block.get("text"), str):
+        return block["text"]
+    if kind in ("image", "image_url", "input_image", "document", "file"):
+        return f"[{kind}]"
+    if kind == "tool_result":
+        return blocks_text(block.get("content"))
+    if kind in ("thinking", "redacted_thinking"):
+        return None
+    return as_text(block)
+
+
+def blocks_text(content: Any) -> str:
+    """Text of a message ``content``: a string, or a list of content blocks / parts
+    (Anthropic ``{"type": "text", "text"}``, OpenAI ``{"type": "text", "text"}``; images and
+    other blocks become a short bracketed marker, nested tool_result content is flattened)."""
+    return parts_text([content] if isinstance(content, dict) else content, _block_text)
 
 
 def after(t: dt.datetime, at: dt.datetime) -> dt.datetime:

@@ -50,9 +50,9 @@ from typing import Any, Callable, Iterator
 
 from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Placement, Rec
-from .common import EPOCH, after, as_text, parse_ts
+from .common import EPOCH, after, as_text, parse_ts, parts_text
 from .files import Sample
-from .jsonread import loads_document
+from .jsonread import loads_document, read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "inspect-ai"
@@ -182,42 +182,28 @@ def _resolver(attachments: Any) -> Callable[[Any], Any]:
 
 def content_text(content: Any, unknown: Callable[[str], None] | None = None) -> str:
     """A message's ``content`` (a string, or a list of Content parts) as the text shown."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return as_text(content)
-    parts: list[str] = []
-    for c in content:
-        if isinstance(c, str):
-            parts.append(c)
-            continue
-        if not isinstance(c, dict):
-            parts.append(as_text(c))
-            continue
-        kind = c.get("type")
+
+    def part(kind: Any, c: dict[str, Any]) -> str:
         if kind == "text":
-            parts.append(as_text(c.get("text")))
-        elif kind == "reasoning":
+            return as_text(c.get("text"))
+        if kind == "reasoning":
             if c.get("redacted"):
-                parts.append("[reasoning: redacted]")
-            else:
-                parts.append("[reasoning] " + as_text(c.get("summary") or c.get("reasoning")))
-        elif kind in ("image", "audio", "video"):
-            parts.append(f"[{kind}]")
-        elif kind == "document":
-            parts.append(f"[document {as_text(c.get('filename'))}]".replace(" ]", "]"))
-        elif kind == "data":
-            parts.append("[data] " + as_text(c.get("data")))
-        elif kind == "tool_use":
-            parts.append(f"[tool use {as_text(c.get('name'))}] {as_text(c.get('arguments'))}"
-                         + (f" -> {as_text(c.get('result'))}" if c.get("result") is not None else ""))
-        else:
-            if unknown is not None:
-                unknown(f"content part {kind!r}")
-            parts.append(f"[{kind}] {as_text(c)}")
-    return "\n".join(p for p in parts if p)
+                return "[reasoning: redacted]"
+            return "[reasoning] " + as_text(c.get("summary") or c.get("reasoning"))
+        if kind in ("image", "audio", "video"):
+            return f"[{kind}]"
+        if kind == "document":
+            return f"[document {as_text(c.get('filename'))}]".replace(" ]", "]")
+        if kind == "data":
+            return "[data] " + as_text(c.get("data"))
+        if kind == "tool_use":
+            return (f"[tool use {as_text(c.get('name'))}] {as_text(c.get('arguments'))}"
+                    + (f" -> {as_text(c.get('result'))}" if c.get("result") is not None else ""))
+        if unknown is not None:
+            unknown(f"content part {kind!r}")
+        return f"[{kind}] {as_text(c)}"
+
+    return parts_text(content, part)
 
 
 def _calls_of(msg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -598,13 +584,7 @@ def adapt_inspect_ai(path: Path, out_dir: Path, estimator: TokenEstimator | None
         where = [f"{path.name} {name}" for name, _ in samples]
         raws = [raw for _, raw in samples]
     else:
-        try:
-            log = loads_document(path, data)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ContextlensError(f"{path}: not an inspect_ai eval log (not JSON: {str(err)[:80]})") from None
-        why = sniff_document(log)
-        if why is not None:
-            raise ContextlensError(f"{path}: not an inspect_ai eval log ({why})")
+        log = read_document(path, data, "an inspect_ai eval log", sniff_document)
         raws = log.get("samples") if isinstance(log.get("samples"), list) else []
         where = [f"{path.name} sample {i}" for i in range(len(raws))]
     b = Builder(FORMAT, path, data, estimator)

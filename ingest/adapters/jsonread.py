@@ -7,7 +7,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ContextlensError
 
@@ -89,6 +89,21 @@ def loads_document(path: Path, data: bytes, verify_text: bool = True) -> Any:
     if verify_text:
         check_text(path, data)
     return value
+
+
+def read_document(path: Path, data: bytes, what: str,
+                  sniff: Callable[[Any], str | None]) -> Any:
+    """``data`` as one JSON document of the format ``what`` names ("a Letta agent file"),
+    checked by the format's ``sniff`` (None: it is one; else why not): otherwise one
+    ContextlensError, ``<path>: not <what> (<why>)``."""
+    try:
+        doc = loads_document(path, data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ContextlensError(f"{path}: not {what} (not JSON: {str(err)[:80]})") from None
+    why = sniff(doc)
+    if why is not None:
+        raise ContextlensError(f"{path}: not {what} ({why})")
+    return doc
 
 
 def parse_line(path: Path, n: int, raw: bytes, verify_text: bool = True) -> Any:

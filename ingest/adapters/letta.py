@@ -33,11 +33,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec, Shown
-from .common import EPOCH, as_text, parse_ts
+from .common import EPOCH, as_text, parse_ts, parts_text
 from .files import Sample
-from .jsonread import loads_document
+from .jsonread import read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "letta"
@@ -55,36 +54,30 @@ def sniff_document(doc: Any) -> str | None:
     return 'no "agents" list with "blocks" (v2), nor "messages" with "core_memory" / "llm_config" (v1)'
 
 
+_REASONING = {"redacted_reasoning": "[reasoning: redacted]",
+              "omitted_reasoning": "[reasoning: omitted]"}
+
+
+def _part_text(kind: Any, c: dict[str, Any]) -> str:
+    if kind == "text":
+        return as_text(c.get("text"))
+    if kind == "reasoning":
+        return "[reasoning] " + as_text(c.get("reasoning"))
+    if kind in _REASONING:
+        return _REASONING[kind]
+    if kind == "summarized_reasoning":
+        return "[reasoning summary] " + as_text(c.get("summary"))
+    if kind == "image":
+        return "[image]"
+    return f"[{kind}] " + as_text({k: v for k, v in c.items() if k != "type"})
+
+
 def content_text(msg: dict[str, Any]) -> str:
     """A Letta message's text: its ``content`` parts (or the ``text`` of older files)."""
     content = msg.get("content")
     if content is None:
         return as_text(msg.get("text"))
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return as_text(content)
-    parts = []
-    for c in content:
-        if not isinstance(c, dict):
-            parts.append(as_text(c))
-            continue
-        kind = c.get("type")
-        if kind == "text":
-            parts.append(as_text(c.get("text")))
-        elif kind == "reasoning":
-            parts.append("[reasoning] " + as_text(c.get("reasoning")))
-        elif kind == "redacted_reasoning":
-            parts.append("[reasoning: redacted]")
-        elif kind == "omitted_reasoning":
-            parts.append("[reasoning: omitted]")
-        elif kind == "summarized_reasoning":
-            parts.append("[reasoning summary] " + as_text(c.get("summary")))
-        elif kind == "image":
-            parts.append("[image]")
-        else:
-            parts.append(f"[{kind}] " + as_text({k: v for k, v in c.items() if k != "type"}))
-    return "\n".join(p for p in parts if p)
+    return parts_text(content, _part_text)
 
 
 def _packet(text: str) -> dict[str, Any] | None:
@@ -140,13 +133,7 @@ def _model(agent: dict[str, Any]) -> str:
 
 def adapt_letta(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
     data = path.read_bytes()
-    try:
-        doc = loads_document(path, data)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ContextlensError(f"{path}: not a Letta agent file (not JSON: {str(err)[:80]})") from None
-    why = sniff_document(doc)
-    if why is not None:
-        raise ContextlensError(f"{path}: not a Letta agent file ({why})")
+    doc = read_document(path, data, "a Letta agent file", sniff_document)
     b = Builder(FORMAT, path, data, estimator)
     agents = _agents(doc)
     if estimator is None or estimator is DEFAULT_ESTIMATOR:

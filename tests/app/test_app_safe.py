@@ -8,7 +8,7 @@ import pyarrow as pa
 from rich.text import Text
 
 from ingest.timefmt import table_time_column
-from inspector.screens.requests import display_page
+from inspector.widgets.request_columns import display_page
 from inspector.widgets.arrow_table import token_bar
 from readmodel import Masker
 from inspector.widgets.safe import one_line, plain, safe_column, safe_table, safe_text
