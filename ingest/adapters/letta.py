@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec, Shown
 from .common import EPOCH, as_text, parse_ts, parts_text
 from .files import Sample
@@ -51,7 +52,8 @@ def sniff_document(doc: Any) -> str | None:
     if isinstance(doc.get("messages"), list) and ("core_memory" in doc or "llm_config" in doc) \
             and ("agent_type" in doc or "system" in doc):
         return None
-    return 'no "agents" list with "blocks" (v2), nor "messages" with "core_memory" / "llm_config" (v1)'
+    return ('no "agents" list with "blocks" or "tools" (v2), nor "messages" with "core_memory" / '
+            '"llm_config" (v1)')
 
 
 _REASONING = {"redacted_reasoning": "[reasoning: redacted]",
@@ -135,7 +137,10 @@ def adapt_letta(path: Path, out_dir: Path, estimator: TokenEstimator | None = No
     data = path.read_bytes()
     doc = read_document(path, data, "a Letta agent file", sniff_document)
     b = Builder(FORMAT, path, data, estimator)
-    agents = _agents(doc)
+    # an agent with neither messages nor memory blocks has no context to show
+    agents = [a for a in _agents(doc) if a["messages"] or a["blocks"]]
+    if not agents:
+        raise ContextlensError(f"{path}: no Letta agent with messages or memory blocks")
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
         b.use_exact(exact_estimator([_model(a["agent"]) for a in agents]))
     for n, a in enumerate(agents):

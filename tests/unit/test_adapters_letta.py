@@ -141,3 +141,16 @@ def test_evicted_messages_are_omitted_and_failed_returns_fail(tmp_path: Path) ->
     assert evicted == sorted([msgs[1]["content"][0]["text"], "greeting", "send_message", '{"status": "OK"}'])
     assert dict(sql(db, "select tool_name, status from tool_calls")) == {"send_message": "succeeded", "run": "failed"}
     assert sql(db, "select token_budget, model from context_assemblies")[0] == (50000, "claude-sonnet-4")
+
+
+def test_an_agent_file_with_no_messages_nor_blocks_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Nothing to show is an error naming the file, not an empty request at an invented time."""
+    from ingest.errors import ContextlensError
+
+    path = tmp_path / "empty.af"
+    path.write_text(json.dumps({"agents": [{"name": "a", "messages": []}], "tools": []}))
+    assert detect_format(path) == "letta"
+    with pytest.raises(ContextlensError) as err:
+        adapt(path, tmp_path / "export")
+    assert str(err.value) == f"{path}: no Letta agent with messages or memory blocks"
+    assert not (tmp_path / "export").exists()
