@@ -19,12 +19,12 @@ import click
 from ingest.errors import ContextlensError, cut
 from ingest.text import visible_text
 
-from .console import (
+from ..console import (
     JsonResults, body, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, stream_json_array, stream_table, vis,
 )
-from .report import print_token_report
-from .stores import resolve_store
+from ..report import print_token_report
+from ..stores import resolve_store
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -84,7 +84,7 @@ class _RayAnswers:
                  address: str | None) -> None:
         from readmodel.distributed import RayReadModel
 
-        from .stores import bundled_export
+        from ..stores import bundled_export
 
         paths = [*([db] if db else []), *exports] or [str(bundled_export())]
         registry = _registry(policies_dir) if policies_dir else None
@@ -185,7 +185,7 @@ def _run_app(
     if engine == "ray":  # the app's compare runs on Ray over PATH's Parquet export
         from replay.distributed import find_exports, require_ray
 
-        from .stores import bundled_export
+        from ..stores import bundled_export
 
         require_ray()
         source = Path(path) if path else bundled_export()
@@ -200,7 +200,7 @@ def _run_app(
         from replay.policy import load_registry
 
         load_registry(policies_dir)
-    from .app import ContextLensApp
+    from ..app import ContextLensApp
 
     ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs).run()
 
@@ -273,7 +273,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
     FILE, atomically."""
     from ingest.store import ingest as do_ingest
 
-    from .stores import export_for
+    from ..stores import export_for
 
     if not source.exists():
         raise ContextlensError(f"{source}: no such file or folder")
@@ -831,6 +831,3 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
 
-
-if __name__ == "__main__":
-    main()
