@@ -1,0 +1,74 @@
+"""The ``contextlens`` command line. Every answer the app gives also exists here, as text
+for people and as ``--json`` for scripts.
+
+Errors reach the user as one line on stderr and a non-zero exit code (2 for bad input or an
+unknown id), never a traceback. Content from logs is escaped before it is printed.
+
+This module holds the group, its entry point ``main`` and the error handling; the commands
+live in ``browse`` (open, serve, list, show, why, policies), ``replays`` (replay, diff,
+bisect, verify, compare) and ``data`` (ingest, sample, bundle, report, lint), what they share
+in ``options``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ingest.errors import ContextlensError
+
+from .browse import _run_app, list_cmd, open_cmd, policies, serve, show, why
+from .data import bundle, ingest, lint, report, sample
+from .options import _TYPED, _said
+from .replays import bisect, compare, diff, replay, verify
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="contextlens")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Inspect and replay LLM context assembly.
+
+    With no command, opens the inspector on the bundled sample.
+    """
+    if ctx.invoked_subcommand is None:
+        _run_app(None, reveal=False, assembly=None)
+
+
+for _command in (open_cmd, serve, list_cmd, show, why, policies,
+                 replay, diff, bisect, verify, compare,
+                 ingest, sample, bundle, report, lint):
+    cli.add_command(_command)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: turn every known error into one line and an exit code."""
+    _TYPED[:] = list(argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="contextlens", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except ContextlensError as err:
+        click.echo(f"contextlens: error: {_said(str(err))}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as err:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("CONTEXTLENS_DEBUG"):
+            raise
+        click.echo(
+            f"contextlens: internal error: {type(err).__name__}: {_said(str(err))}"
+            " (set CONTEXTLENS_DEBUG=1 for the traceback)",
+            err=True,
+        )
+        sys.exit(1)
+

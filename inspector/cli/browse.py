@@ -1,0 +1,244 @@
+"""The commands that look at what was recorded: ``open`` and ``serve`` (the inspector, in the
+terminal or a web browser), ``list``, ``show``, ``why`` and ``policies``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ingest.errors import ContextlensError
+
+from ..console import (
+    body, emit_json, json_default, print_table, progress_printer, stream_json_array, stream_table, vis,
+)
+from ..stores import resolve_store
+from .options import (
+    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _registry, _warn, db_option,
+    format_option, json_option, policies_option, reveal_option,
+)
+
+
+def _run_app(
+    path: str | None,
+    reveal: bool,
+    assembly: str | None,
+    fmt: str | None = None,
+    policies_dir: str | None = None,
+    engine: str = "local",
+    address: str | None = None,
+) -> None:
+    kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
+    if engine == "ray":  # the app's compare runs on Ray over PATH's Parquet export
+        from replay.distributed import find_exports, require_ray
+
+        from ..stores import bundled_export
+
+        require_ray()
+        source = Path(path) if path else bundled_export()
+        if not (source / "manifest.json").is_file():
+            raise ContextlensError(f"{source}: --engine ray opens an export folder (its "
+                                   "Parquet files are what Ray reads), not a store or a transcript")
+        kwargs.update(ray_exports=find_exports([source]), ray_address=address)
+    elif address:
+        raise ContextlensError("--address needs --engine ray")
+    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    if policies_dir:  # fail on a bad registry before the screen takes over
+        from replay.policy import load_registry
+
+        load_registry(policies_dir)
+    from ..app import ContextLensApp
+
+    ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs).run()
+
+
+@click.command("open")
+@click.argument("path", required=False)
+@click.option("--assembly", metavar="ID", help="Open this assembly directly.")
+@format_option
+@click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
+@reveal_option
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the app's compare (C) runs. ray: on a Ray cluster over PATH, an "
+                   "export folder (pip install 'contextlens[ray]').")
+@click.option("--address", metavar="auto|ray://HOST:PORT",
+              help="With --engine ray: the Ray cluster (default: a local instance).")
+def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_dir: str | None,
+             reveal: bool, engine: str, address: str | None) -> None:
+    """Open the inspector on PATH: an export folder, a store file or a transcript
+    (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
+    if assembly:
+        # Fail before the screen takes over if the id is unknown.
+        from ingest.store import Store
+
+        with Store.open(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)) as store:
+            store.assembly(assembly)
+    _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir,
+             engine=engine, address=address)
+
+
+@click.command()
+@click.argument("path", required=False)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True,
+              help="The port to listen on.")
+@click.option("--host", default="localhost", show_default=True,
+              help="The interface to listen on (localhost: this machine only).")
+@format_option
+@click.option("--policies", "policies_dir", metavar="DIR", help="Policy folder for replay (default: the bundled one).")
+def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir: str | None) -> None:
+    """Serve the inspector on PATH (as `open` takes it) to a web browser, with
+    textual-serve: each browser tab runs its own app. Masked as in the terminal; a reveal
+    asks in the page and lasts for that tab."""
+    import shlex
+
+    # the store is made (an export or transcript ingested) once, here, so a failure is one
+    # line now and each tab opens it at once
+    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    argv = [sys.executable, "-m", "inspector.cli", "open", str(db)]
+    if policies_dir:
+        from replay.policy import load_registry
+
+        load_registry(policies_dir)
+        argv += ["--policies", str(Path(policies_dir).resolve())]
+    from textual_serve.server import Server
+
+    name = Path(path).name if path else "sample"
+    server = Server(shlex.join(argv), host=host, port=port, title=f"contextlens {name}")
+    try:
+        server.serve()
+    except OSError as err:  # the port is taken, the host is not this machine's, ...
+        raise ContextlensError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
+
+
+LIST_COLUMNS = [
+    "assembly_id",
+    "assembled_at",
+    "scenario",
+    "runtime_kind",
+    "participant_id",
+    "policy_version",
+    "included_count",
+    "omitted_count",
+    "assembled_tokens",
+    "baseline_tokens",
+]
+
+
+@click.command("list")
+@db_option
+@click.option("--filter", "filter_expr", metavar="EXPR", help="e.g. 'scenario:incident policy:v5 reason:stale'")
+@click.option("--sort", default="assembled_at", show_default=True, help="Column to sort by.")
+@click.option("--desc", is_flag=True, help="Sort descending.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
+@reveal_option
+@json_option
+def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, limit: int | None,
+             reveal: bool, as_json: bool) -> None:
+    """List recorded requests (context assemblies)."""
+    from ingest.filters import parse_filter
+
+    flt = parse_filter(filter_expr)
+    with _Answers(db) as answers:
+        # printed as the store streams it: the first rows appear at once, and memory stays
+        # that of one batch however large the store
+        batches = (t.to_pylist() for t in answers.request_stream(
+            flt, sort=sort, descending=desc, limit=limit, reveal=reveal))
+        if as_json:
+            stream_json_array(batches)
+            return
+        shown = stream_table(batches, LIST_COLUMNS, max_width=36)
+        matched, total = answers.request_counts(flt)
+    click.echo(f"{shown} shown, {matched} of {total} requests match")
+
+
+@click.command()
+@click.argument("assembly_id")
+@db_option
+@reveal_option
+@json_option
+def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
+    """What one request put in the prompt, and what it left out and why."""
+    with _Answers(db) as answers:
+        view = answers.assembly(assembly_id, reveal=reveal)
+    assembly = dict(view.request)
+    included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"]} for r in view.included().to_pylist()]
+    omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"]} for r in view.omitted().to_pylist()]
+    tokens = view.tokens
+    if as_json:
+        emit_json({"assembly": assembly, "tokens": tokens.to_json(), "included": included,
+                   "omitted": omitted, "unattributed_tokens": tokens.unattributed})
+        return
+    click.echo(
+        f"assembly {vis(assembly_id)}  {vis(assembly.get('runtime_kind'))}  participant {vis(assembly.get('participant_id'))}"
+        f"  policy {vis(assembly.get('policy_version'))}  {vis(assembly.get('provider'))}/{vis(assembly.get('model'))}"
+    )
+    click.echo(
+        f"tokens {tokens.assembled_tokens} of budget {tokens.token_budget}"
+        f" (history replay would send {tokens.baseline_tokens})  tags {vis(assembly.get('tags'))}"
+    )
+    if tokens.recorded:
+        click.echo(f"recorded input {tokens.assembled_tokens:,} tokens; {tokens.unattributed_sentence()}")
+    click.echo(f"\nincluded ({len(included)}), in prompt order:")
+    print_table(included, RECORD_FIELDS_INCLUDED + ["label"])
+    click.echo(f"\nomitted ({len(omitted)}):")
+    print_table(omitted, RECORD_FIELDS_OMITTED)
+
+
+@click.command()
+@click.argument("assembly_id")
+@click.argument("record_id")
+@click.option("--policy", "policy_version", default=None, metavar="V",
+              help="Explain the record in a replay under V (default: the recording).")
+@db_option
+@policies_option
+@reveal_option
+@json_option
+def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | None,
+        policies_dir: str | None, reveal: bool, as_json: bool) -> None:
+    """Why RECORD_ID was (or was not) in ASSEMBLY_ID's prompt, with its provenance."""
+    from readmodel import RECORDED
+
+    with _Answers(db, policies_dir) as answers:
+        answer = answers.why(assembly_id, record_id, side=policy_version or RECORDED, reveal=reveal)
+    if as_json:
+        emit_json(answer.to_json())
+        return
+    click.echo(body(answer.sentence))
+    click.echo("\ndecision trace:")
+    print_table([dict(t) for t in answer.trace],
+                ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
+    click.echo("\nprovenance:")
+    for link in answer.provenance:
+        mark = "✗ missing " if link.broken else ""
+        indent = "  " * link.depth
+        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(link.id)}  {body(link.label)}")
+
+
+@click.command()
+@policies_option
+@json_option
+def policies(policies_dir: str | None, as_json: bool) -> None:
+    """List policy versions, their descriptions and what each changes from its parent."""
+    from readmodel import ReadModel
+
+    model = ReadModel(None, _registry(policies_dir))  # type: ignore[arg-type]
+    out = [p.to_json() for p in model.policies()]
+    runtimes = [p.to_json() for p in model.runtime_policies()]
+    if as_json:
+        emit_json(out + runtimes)
+        return
+    for p in out:
+        parent = f" (extends {p['extends']})" if p["extends"] else ""
+        click.echo(f"{vis(p['version'])}{parent}: {vis(p['description'])}")
+        for c in p["changes"]:
+            was, now = (json.dumps(v, default=json_default) for v in (c["parent"], c["value"]))
+            click.echo(f"    {vis(c['key'])}: {vis(was)} -> {vis(now)}")
+    click.echo("\nruntime policies (transcripts; VERSION or VERSION:key=value,...):")
+    for r in runtimes:
+        click.echo(f"{vis(r['version'])}: {vis(r['description'])}")
+        for c in r["changes"]:
+            default = "as recorded" if c["parent"] is None else json.dumps(c["parent"])
+            click.echo(f"    {vis(c['key'])} (default {vis(default)}): {vis(c['value'])}")

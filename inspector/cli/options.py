@@ -1,0 +1,158 @@
+"""What the commands share: the options they take (--db, --json, --policies, --reveal,
+--format, the engine options), the read model they ask (``_Answers``, ``_RayAnswers``), and
+how an error or warning line is printed (``_said``, ``_warn``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ingest.errors import ContextlensError
+from ingest.text import visible_text
+
+from ..console import progress_printer
+from ..stores import resolve_store
+
+
+_TYPED: list[str] = []  # the command line's arguments (main sets them)
+
+
+def _said(message: str) -> str:
+    """An error or warning line: it may quote log content, so secrets are masked (there is
+    no reveal for messages) and control characters escaped. The paths the user typed (and
+    their file names) are theirs, not log content: they are kept as typed even when they
+    look random (``…_mj7khqpMM4GBCfVQozKgzB.eval``), so the line still names the file."""
+    import re
+
+    from ingest.secrets import mask_text
+
+    typed = {a for a in _TYPED if len(a) > 3 and not a.startswith("-")}
+    typed |= {Path(a).name for a in typed if len(Path(a).name) > 3}
+    keep = sorted((a for a in typed if a in message), key=len, reverse=True)
+    if not keep:
+        return visible_text(mask_text(message))
+    pattern = re.compile("|".join(re.escape(a) for a in keep))
+    parts, kept = pattern.split(message), pattern.findall(message)
+    out = [mask_text(parts[0])]
+    for path, part in zip(kept, parts[1:]):
+        out += [path, mask_text(part)]
+    return visible_text("".join(out))
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {_said(message)}", err=True)
+
+
+class _Answers:
+    """The read model over the store named by ``--db`` (closed on exit)."""
+
+    def __init__(self, db: str | None, policies_dir: str | None = None) -> None:
+        from ingest.store import Store
+        from readmodel import ReadModel
+
+        registry = _registry(policies_dir) if policies_dir else None
+        self.store = Store.open(resolve_store(db, progress_printer(), warn=_warn))
+        self.model = ReadModel(self.store, registry)
+
+    def __enter__(self):
+        return self.model
+
+    def __exit__(self, *_: Any) -> None:
+        self.store.close()
+
+
+class _RayAnswers:
+    """The read model on Ray over Parquet exports (``--engine ray``): ``--export`` folders,
+    else ``--db`` (an export or a folder of exports; default: the bundled sample)."""
+
+    def __init__(self, db: str | None, exports: tuple[str, ...], policies_dir: str | None,
+                 address: str | None) -> None:
+        from readmodel.distributed import RayReadModel
+
+        from ..stores import bundled_export
+
+        paths = [*([db] if db else []), *exports] or [str(bundled_export())]
+        registry = _registry(policies_dir) if policies_dir else None
+        self.model = RayReadModel(paths, registry, address)
+
+    def __enter__(self):
+        return self.model
+
+    def __exit__(self, *_: Any) -> None:
+        pass
+
+
+def _engine_answers(engine: str, db: str | None, exports: tuple[str, ...],
+                    policies_dir: str | None, address: str | None) -> Any:
+    if engine != "ray":
+        if address or exports:
+            raise ContextlensError(f"{'--address' if address else '--export'} needs --engine ray")
+        return _Answers(db, policies_dir)
+    return _RayAnswers(db, exports, policies_dir, address)
+
+
+def engine_options(command: Any) -> Any:
+    """--engine, --address and --export, for the commands that can run on Ray."""
+    command = click.option(
+        "--export", "exports", multiple=True, metavar="DIR",
+        help="With --engine ray: an export folder, or a folder of exports, to read (repeatable;"
+             " --db names one too).")(command)
+    command = click.option(
+        "--address", metavar="auto|ray://HOST:PORT",
+        help="With --engine ray: the Ray cluster to run on (default: a local instance).")(command)
+    return click.option(
+        "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+        help="local: the store, on this process. ray: the Parquet exports, partitioned by "
+             "conversation across a Ray cluster (pip install 'contextlens[ray]').")(command)
+
+
+db_option = click.option(
+    "--db",
+    "db",
+    metavar="FILE",
+    help="A store file or an export folder (default: the bundled sample).",
+)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+policies_option = click.option(
+    "--policies",
+    "policies_dir",
+    metavar="DIR",
+    help="A folder of policy TOML files (default: the bundled sample_data/policies).",
+)
+
+
+reveal_option = click.option(
+    "--reveal",
+    is_flag=True,
+    help="Show restricted privacy classes and secret-looking values (never persisted).",
+)
+
+
+def _format_names() -> list[str]:
+    from ingest.adapters import format_names
+
+    return format_names()
+
+
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(_format_names()),
+    default=None,
+    help="The input's format (default: detected).",
+)
+
+
+# the columns of a record in show's and replay's tables
+RECORD_FIELDS_INCLUDED = ["record_kind", "record_id", "position", "rendering", "reason_code", "policy_family", "tokens"]
+RECORD_FIELDS_OMITTED = ["record_kind", "record_id", "reason_code", "policy_family", "detail", "tokens"]
+
+
+def _registry(policies_dir: str | None):
+    from replay.policy import load_registry
+
+    return load_registry(policies_dir)
