@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from timing import timed
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -43,15 +44,6 @@ def _timed_partition(job: Any, export: int, conversation_ids: Any) -> dict[str, 
                        "requests": output["result"].requests,
                        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     return output
-
-
-def _median(fn: Any, repeat: int) -> tuple[float, Any]:
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def prepare(scale: int) -> tuple[Path, Path]:
@@ -92,7 +84,7 @@ def main() -> None:
     registry = load_registry(None)
     with Store.open(db) as store:
         records = store._rows("SELECT count(*) FROM assembly_records")[0][0]
-        local_s, local = _median(lambda: compare(store, registry, args.a, args.b), args.repeat)
+        local_s, local = timed(lambda: compare(store, registry, args.a, args.b), args.repeat)
     expected = local.to_json()
     figures: dict[str, Any] = {"scale": args.scale, "assembly_records": records,
                                "partitions": args.partitions, "a": args.a, "b": args.b,
@@ -106,7 +98,7 @@ def main() -> None:
         distributed._work_list(ray, distributed._open_exports([export]))
         figures["work_list_s"] = time.perf_counter() - t0
         for workers in (1, 2):
-            seconds, result = _median(lambda: distributed.compare_on_ray(
+            seconds, result = timed(lambda: distributed.compare_on_ray(
                 [export], registry, args.a, args.b, partitions=args.partitions,
                 workers=workers), args.repeat)
             if result.to_json() != expected:

@@ -34,3 +34,17 @@ def sample_db(sample_export: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     db = tmp_path_factory.mktemp("store") / "sample.duckdb"
     ingest(sample_export, db)
     return db
+
+
+@pytest.fixture(scope="session")
+def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of the transcript whose tool arguments and results hold secrets
+    (``support.secrets``: the file and the values no output may show unless revealed)."""
+    from ingest.adapters import adapt
+    from ingest.store import ingest
+    from support.secrets import TRANSCRIPT
+
+    root = tmp_path_factory.mktemp("secrets")
+    db = root / "secrets.duckdb"
+    ingest(adapt(TRANSCRIPT, root / "export").export_dir, db)
+    return db

@@ -6,22 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from support.pilot import run_async, screen_text, settle
-from support.secrets import SECRETS, TRANSCRIPT, leaked
+from support.secrets import SECRETS, leaked
 
 from inspector.app import ContextLensApp
 
-
-@pytest.fixture(scope="module")
-def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.adapters import adapt
-    from ingest.store import ingest
-
-    root = tmp_path_factory.mktemp("secrets-app")
-    db = root / "secrets.duckdb"
-    ingest(adapt(TRANSCRIPT, root / "export").export_dir, db)
-    return db
 
 
 def _last_assembly(db: Path) -> str:

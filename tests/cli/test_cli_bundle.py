@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from support.cli import run, run_json
-from support.secrets import SECRETS, TRANSCRIPT, leaked
+from support.secrets import SECRETS, leaked
 
 from sample_data import SAMPLE_DIR
 
@@ -96,17 +96,6 @@ def test_restricted_content_is_withheld_unless_revealed(
     assert "OPENAI_API_KEY" in _all_text(revealed)
     assert len({p.name for p in (revealed / "blobs").iterdir()}) > len(blobs)
 
-
-@pytest.fixture(scope="module")
-def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.adapters import adapt
-    from ingest.store import ingest
-
-    root = tmp_path_factory.mktemp("secrets")
-    export = adapt(TRANSCRIPT, root / "export").export_dir
-    db = root / "secrets.duckdb"
-    ingest(export, db)
-    return db
 
 
 def test_secrets_in_tool_arguments_and_results_never_leave_unless_revealed(

@@ -7,19 +7,8 @@ from pathlib import Path
 
 import pytest
 from support.cli import run
-from support.secrets import SECRETS, TRANSCRIPT, leaked
+from support.secrets import SECRETS, leaked
 
-
-@pytest.fixture(scope="module")
-def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.adapters import adapt
-    from ingest.store import ingest
-
-    root = tmp_path_factory.mktemp("secrets")
-    export = adapt(TRANSCRIPT, root / "export").export_dir
-    db = root / "secrets.duckdb"
-    ingest(export, db)
-    return db
 
 
 def _assemblies(capsys: pytest.CaptureFixture[str], db: Path) -> list[str]:
