@@ -459,7 +459,7 @@ class DiffScreen(Screen[None]):
             status = f"{changed} changed of {total} records · f: show the unchanged too"
         else:
             status = f"all {total} records ({changed} changed) · f: changes only"
-        status += " · esc: back"
+        status += " · enter: read the why · esc: back"
         self.query_one("#diff-status", Static).update(status)
 
     def _select_row(self, row: int, force: bool = False) -> None:
@@ -479,7 +479,10 @@ class DiffScreen(Screen[None]):
 
     @on(DataTable.RowSelected, "#diff-table")
     def row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter opens the highlighted record's why: the focus moves into side B's box, to
+        scroll a long decision trace (esc comes back to the records)."""
         self._select_row(event.cursor_row)
+        self.query_one("#change-b-box").focus()
 
     # ------------------------------------------------------------------ actions
 
@@ -489,4 +492,8 @@ class DiffScreen(Screen[None]):
             await self._show_rows()
 
     def action_back(self) -> None:
+        focused = self.focused
+        if focused is not None and focused.id in ("change-a-box", "change-b-box"):
+            self.query_one("#diff-table").focus()  # from the why back to the records
+            return
         self.app.pop_screen()

@@ -88,6 +88,11 @@ async def test_incident_story_in_a_few_keys(sample_db: Path) -> None:
         b_side = str(diff.query_one("#change-b").render())
         assert "compact memory" in a_side and "policy v5" in a_side
         assert "stale marker" in b_side and "policy v4" in b_side
+        # enter opened the why: side B's box has the focus, to scroll; esc comes back to
+        # the records, a second esc leaves the diff
+        assert app.focused is diff.query_one("#change-b-box")
+        await pilot.press("escape")
+        assert app.screen is diff and app.focused is diff.query_one("#diff-table")
         await pilot.press("escape")
         assert isinstance(app.screen, AssemblyScreen)
 
