@@ -112,7 +112,7 @@ async def test_the_diff_shows_the_text_each_side_sends_for_a_changed_rendering(
         assert "revalidate with calendar.freebusy]" in b_side
         # the table is as tall as its rows, and the footer names no Enter it does not do
         assert diff.query_one("#diff-holder").size.height == len(rows) + 2
-        assert "enter" not in screen_text(app).splitlines()[-2].lower()
+        assert "enter: read the why" in screen_text(app).splitlines()[-2]  # enter opens the why
 
 
 @run_async
