@@ -110,7 +110,7 @@ async def test_the_diff_shows_the_text_each_side_sends_for_a_changed_rendering(
         b_side = str(diff.query_one("#change-b").render())
         assert "the model receives: [STALE: observed" in b_side
         assert "revalidate with calendar.freebusy]" in b_side
-        # the table is as tall as its rows, and the footer names no Enter it does not do
+        # the table is as tall as its rows, and the status line names what enter does
         assert diff.query_one("#diff-holder").size.height == len(rows) + 2
         assert "enter: read the why" in screen_text(app).splitlines()[-2]  # enter opens the why
 
