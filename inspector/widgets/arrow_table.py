@@ -1,14 +1,90 @@
-"""Arrow-backed tables: textual-fastdatatable with markup off and untrusted text escaped."""
+"""Arrow-backed tables: textual-fastdatatable with markup off and untrusted text escaped.
+
+``ArrowDataTable`` draws a plain body cell (a one-line string, a number, a null) itself:
+textual-fastdatatable renders every cell through Rich (markup parsing, ``Padding``,
+``Styled``), which was about half of the frame that shows an assembly's records. The line
+it draws is the one Rich draws (one style over the padded text), which
+``tests/unit/test_arrow_table_cells.py`` checks against the library's own rendering on
+generated values; anything else (multi-line values, tabs, control characters, booleans,
+dates, fixed or header cells) still goes through the library."""
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.coordinate import Coordinate
 from textual_fastdatatable import ArrowBackend, DataTable
+from textual_fastdatatable.column import CELL_X_PADDING
+from textual_fastdatatable.format import display_text
 
 from .safe import safe_table
+
+# what Rich would not draw as it is: line breaks, tabs and other control characters
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plain_cell(datum: Any, is_id: bool, width: int) -> str | None:
+    """The ``width`` cells a plain value shows as, or None when Rich must draw it."""
+    if datum is None:
+        return " " * width  # the null_rep "" centred
+    if isinstance(datum, str):
+        if _NOT_PLAIN.search(datum):
+            return None
+        used = cell_len(datum)
+        if used > width:  # Rich's ellipsis overflow
+            text = Text(datum)
+            text.truncate(width, overflow="ellipsis")
+            datum = text.plain
+            used = cell_len(datum)
+        return datum + " " * (width - used)
+    if isinstance(datum, (int, float, Decimal)) and not isinstance(datum, bool):
+        shown = display_text(datum) if not is_id else str(datum)
+        used = cell_len(shown)
+        return None if used > width else " " * (width - used) + shown  # right-aligned
+    return None
+
+
+class ArrowDataTable(DataTable):
+    """textual-fastdatatable's table, drawing plain body cells without Rich (see above)."""
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style,
+                     width: int, cursor: bool = False, hover: bool = False,
+                     in_range: bool = False) -> list[list[Segment]]:
+        cache_key = (row_index, column_index, base_style, cursor, hover, in_range,
+                     self._show_hover_cursor, self._update_count, self._pseudo_class_state)
+        cached = self._cell_render_cache.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        plain = None
+        if (row_index >= self.fixed_rows and column_index >= self.fixed_columns
+                and not self.render_markup and self.max_column_content_width is not None
+                and width > CELL_X_PADDING):
+            column = self.ordered_columns[column_index]
+            datum = self.get_cell_at(Coordinate(row=row_index, column=column_index))
+            plain = _plain_cell(datum, isinstance(datum, int) and column.is_id,
+                                width - CELL_X_PADDING)
+        if plain is None:
+            return super()._render_cell(row_index, column_index, base_style, width,
+                                        cursor, hover, in_range)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, in_range, self.show_cursor,
+            self._show_hover_cursor, self.cursor_type == "range",
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        style = base_style + Style.from_meta({"row": row_index, "column": column_index})
+        style = style + component_style + post_style
+        lines = [[Segment(f" {plain} ", style)]]
+        self._cell_render_cache[cache_key] = lines
+        return lines
 
 BAR_WIDTH = 8
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -36,7 +112,7 @@ def arrow_table(
 ) -> DataTable:
     """A DataTable over ``data``: every string escaped, markup never rendered."""
     backend = ArrowBackend(safe_table(data))
-    return DataTable(
+    return ArrowDataTable(
         backend=backend,
         id=id,
         classes=classes,
