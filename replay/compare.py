@@ -23,8 +23,10 @@ sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying e
   request whose included records or renderings differ (a request whose selection is equal
   on both sides has equal findings), as ``regressions`` (B has, A has not) and ``fixes``;
   with side A the recording, ``in_recording`` is every finding in what was sent, over all
-  compared requests, read with the store's SQL form of the same definition
-  (``Store.safety_violations``, held equal to ``SafetyContext.findings`` by the tests).
+  compared requests. Both are read with the SQL form of the definition
+  (``ingest.store.lint.safety_query``: ``graph_findings`` over a chunk's replayed records
+  and graph, ``Store.safety_violations`` over the recording), which the tests hold equal to
+  ``SafetyContext.findings`` on the sample and on generated graphs.
   Each group counts findings per kind of finding, with the requests and records involved
   (the first few of each, so memory stays flat).
 
@@ -52,11 +54,9 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError
 
-from .diff import SafetyDelta
 from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks, replay_chunk
 from .policy import PolicyRegistry, RuntimePolicy
-from .safety import LINT_RULES, SafetyContext, standard_blocked, standard_windows
-from .snapshot import request_from_row, snapshots_from_graphs
+from .safety import LINT_RULES, graph_findings, standard_blocked, standard_windows
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -73,7 +73,6 @@ TOP = 10  # most-changed requests kept
 EXAMPLES = 5  # requests named per safety finding
 EXAMPLE_RECORDS = 20  # records named per safety finding
 HISTOGRAM_BINS = 20
-SAFETY_BATCH = 256  # changed requests whose records are Python rows at once
 PERCENTILES = (1, 5, 25, 50, 75, 95, 99)
 
 REQUEST_SCHEMA = pa.schema([
@@ -379,51 +378,45 @@ def _privacy(store: "Store", chunk: Chunk, pairs: pa.Table) -> pa.Table:
     return store.record_privacy(chunk.export_id, ids["tool_artifact"], ids["tool_memory"])
 
 
-def _grouped(table: pa.Table) -> dict[str, list[dict[str, Any]]]:
-    """Records (REPLAY_COLUMNS rows) of a few assemblies, by assembly."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for row in table.to_pylist():
-        out.setdefault(row["assembly_id"], []).append(row)
-    return out
-
-
-def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshots: dict,
+def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
+            graphs: dict[str, pa.Table], con: duckdb.DuckDBPyConnection,
             side_a: pa.Table, side_b: pa.Table, ids: list[str]) -> pa.Table:
-    """Both sides' findings for the requests ``ids`` (whose selection differs), tallied into
-    ``result``; returns (assembly_id, safety_regressions, safety_fixes)."""
+    """Both sides' findings for the requests ``ids`` (whose selection differs, in walk
+    order), tallied into ``result``; returns (assembly_id, safety_regressions,
+    safety_fixes). The findings of the whole chunk come from one SQL query per side
+    (``graph_findings``); only the few findings themselves become Python values."""
+    wanted = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"],
+                                            pa.array(ids, pa.string())))
+    sides = [_by_assembly(graph_findings(con, graphs, chunk.export_id, wanted, side, registry))
+             for side in (side_a, side_b)]
     counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
-    # the safety function reads Python rows: a bounded batch of requests at a time
-    for start in range(0, len(ids), SAFETY_BATCH):
-        _safety_batch(result, registry, chunk, snapshots, side_a, side_b,
-                      pa.array(ids[start:start + SAFETY_BATCH], pa.string()), counts)
-    return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
-                                              ("safety_regressions", pa.int64()),
-                                              ("safety_fixes", pa.int64())]))
-
-
-def _safety_batch(result: Comparison, registry: PolicyRegistry, chunk: Chunk, snapshots: dict,
-                  side_a: pa.Table, side_b: pa.Table, wanted: pa.Array,
-                  counts: dict[str, list[Any]]) -> None:
-    a_rows = _grouped(side_a.filter(pc.is_in(side_a["assembly_id"], wanted)))
-    b_rows = _grouped(side_b.filter(pc.is_in(side_b["assembly_id"], wanted)))
-    requests = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"], wanted)).to_pylist()
-    for row in requests:
-        aid = row["assembly_id"]
-        context = SafetyContext(snapshots[row["conversation_id"]], request_from_row(row), registry)
-        delta = SafetyDelta.between(context.findings(a_rows.get(aid, [])),
-                                    context.findings(b_rows.get(aid, [])))
-        for group in ("regressions", "fixes"):
-            found = getattr(delta, group)
+    for aid in ids:
+        a, b = sides[0].get(aid, set()), sides[1].get(aid, set())
+        # as SafetyDelta.between: B's findings A has not, and A's B has not, by record
+        for group, found in (("regressions", sorted(b - a)), ("fixes", sorted(a - b))):
             by_finding: dict[str, list[dict[str, Any]]] = {}
-            for f in found:
-                by_finding.setdefault(f["finding"], []).append(f)
+            for kind, rid, finding in found:
+                by_finding.setdefault(finding, []).append(
+                    {"record_id": rid, "record_kind": kind, "finding": finding})
             for finding, items in by_finding.items():
                 result.tally(group, finding).add(aid, items)
             if found:
                 result.safety_requests[group] += 1
         counts["assembly_id"].append(aid)
-        counts["safety_regressions"].append(len(delta.regressions))
-        counts["safety_fixes"].append(len(delta.fixes))
+        counts["safety_regressions"].append(len(b - a))
+        counts["safety_fixes"].append(len(a - b))
+    return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
+                                              ("safety_regressions", pa.int64()),
+                                              ("safety_fixes", pa.int64())]))
+
+
+def _by_assembly(found: pa.Table) -> dict[str, set[tuple[str, str, str]]]:
+    """{assembly: {(record_kind, record_id, finding)}} of ``graph_findings`` rows."""
+    out: dict[str, set[tuple[str, str, str]]] = {}
+    for aid, kind, rid, finding in zip(*(found.column(c).to_pylist() for c in
+                                         ("assembly_id", "record_kind", "record_id", "finding"))):
+        out.setdefault(aid, set()).add((kind, rid, finding))
+    return out
 
 
 def _in_recording(result: Comparison, store: "Store", registry: PolicyRegistry,
@@ -540,8 +533,8 @@ def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
 def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chunk: Chunk,
                    result: Comparison, con: duckdb.DuckDBPyConnection) -> pa.Table:
     """One chunk compared: its aggregates added to ``result``; its per-request rows."""
-    # the chunk's graph, read once as Arrow for both replays; Python snapshots only
-    # for the safety function, and only when a request's selection changed
+    # the chunk's graph, read once as Arrow for both replays and the safety of the requests
+    # whose selection changed
     graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
     facts = None
     if a != RECORDED and not any(isinstance(registry.get(v), RuntimePolicy) for v in (a, b)):
@@ -568,16 +561,13 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
                        per_request["rerendered"])
     differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
-    snapshots = (snapshots_from_graphs(graphs, list(chunk.conversation_ids)) if differs
-                 else {})
-    # this chunk's graph and replays are dropped as soon as they are used, or the next
-    # chunk's are built while these are still alive
-    del graphs
-    safety = _safety(result, registry, chunk, snapshots,
+    safety = _safety(result, registry, chunk, graphs, con,
                      con.sql(_SAFETY_ROWS_SQL.format(side="side_a")).to_arrow_table(),
                      con.sql(_SAFETY_ROWS_SQL.format(side="side_b")).to_arrow_table(),
                      differs)
-    del snapshots, side_a, side_b, pairs
+    # this chunk's graph and replays are dropped as soon as they are used, or the next
+    # chunk's are built while these are still alive
+    del graphs, side_a, side_b, pairs
     rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
     changed = pc.greater(pc.add(selection.cast(pa.int64()),
                                 per_request["moved"].cast(pa.int64())), 0)

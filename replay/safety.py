@@ -37,7 +37,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ingest.contract import RESTRICTED_PRIVACY
+from ingest.store.lint import safety_query
 from ingest.timefmt import sentence_time
 
 # The assembler's per-conversation index is the graph as the assembler sees it (lineage,
@@ -46,12 +50,14 @@ from .assembler import _index
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
 
 if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+
     from ingest.store import Store
 
     from .policy import Policy, PolicyRegistry
 
-__all__ = ["FINDINGS", "LINT_RULES", "SafetyContext", "load_context", "safety_findings",
-           "standard_blocked", "standard_policy", "standard_windows"]
+__all__ = ["FINDINGS", "LINT_RULES", "SafetyContext", "graph_findings", "load_context",
+           "safety_findings", "standard_blocked", "standard_policy", "standard_windows"]
 
 FINDINGS: tuple[str, ...] = ("sibling_branch", "foreign_private", "audit_only", "restricted_raw",
                              "superseded", "stale_as_current")
@@ -65,6 +71,7 @@ LINT_RULES: dict[str, str] = {
     "stale_as_current": "stale_as_current",
 }
 _RAW = ("verbatim", "rehydrated_raw")
+_FINDING_OF_RULE = {rule: finding for finding, rule in LINT_RULES.items()}
 
 
 def standard_policy(registry: "PolicyRegistry | None", version: str | None) -> "Policy | None":
@@ -260,3 +267,46 @@ def safety_findings(snapshot: Snapshot, request: Request, records: list[dict[str
                     registry: "PolicyRegistry | None" = None) -> list[dict[str, Any]]:
     """The safety findings of one assembly's records (recorded or replayed rows)."""
     return SafetyContext(snapshot, request, registry).findings(records)
+
+
+# the graph tables the SQL form of the rules reads
+_SQL_GRAPH_TABLES = ("branches", "participants", "messages", "model_runs", "tool_calls",
+                     "tool_artifacts", "tool_memories")
+
+
+def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table],
+                   export_id: str, requests: pa.Table, records: pa.Table,
+                   registry: "PolicyRegistry | None") -> pa.Table:
+    """The findings of many assemblies of one chunk of conversations at once, in SQL.
+
+    The same rules as ``SafetyContext.findings`` in their SQL form (the lint's,
+    ``ingest.store.lint.safety_query``; tests hold the two equal), run on ``con`` over
+    ``graphs`` (``Store.conversation_graphs`` of the chunk), ``requests``
+    (context_assemblies rows with export_id) and ``records`` (assembly_id, record_kind,
+    record_id, decision, rendering rows of those requests: recorded or replayed). Compare
+    judges whole chunks this way instead of building each request's Python context.
+    Returns (assembly_id, record_kind, record_id, finding), one row per finding."""
+    sql, params = safety_query("TRUE", standard_windows(registry), standard_blocked(registry))
+    views = {name: graphs[name] for name in _SQL_GRAPH_TABLES}
+    views["context_assemblies"] = requests
+    views["assembly_summary"] = requests.select(["export_id", "assembly_id"])
+    views["assembly_records"] = records.select(
+        ["assembly_id", "record_kind", "record_id", "decision", "rendering"])
+    for name, table in views.items():
+        if "graph_conversation_id" in table.column_names:
+            table = table.drop_columns(["graph_conversation_id"])
+        if "export_id" not in table.column_names:
+            table = table.append_column("export_id", pc.fill_null(
+                pa.nulls(table.num_rows, pa.string()), export_id))
+        con.register(name, table)
+    try:
+        # a row reachable from two conversations of the chunk is in its graph twice
+        found = con.sql(
+            f"SELECT DISTINCT assembly_id, record_kind, record_id, invariant FROM ({sql})",
+            params=params).to_arrow_table()
+    finally:
+        for name in views:
+            con.unregister(name)
+    finding = pc.fill_null(pa.array([_FINDING_OF_RULE.get(r, r) for r in
+                                     found.column("invariant").to_pylist()], pa.string()), "")
+    return found.drop_columns(["invariant"]).append_column("finding", finding)

@@ -45,7 +45,7 @@ from ..contract import RESTRICTED_PRIVACY
 from ..filters import AssemblyFilter, filter_sql
 from .database import Database, as_filter
 
-__all__ = ["LintQueries", "RESULT_PLACEMENT_COLUMNS"]
+__all__ = ["LintQueries", "RESULT_PLACEMENT_COLUMNS", "safety_query"]
 
 # extra tool_artifacts columns written by the transcript adapters (not in the contract)
 RESULT_PLACEMENT_COLUMNS: tuple[str, ...] = ("result_message_key", "result_after_text")
@@ -99,7 +99,7 @@ x AS (
            coalesce(t.stale_after, t.observed_at + to_hours(CAST(list_extract(
                ?::BIGINT[], list_position(?::VARCHAR[], i.asm_policy || '/' || t.freshness_class))
                AS BIGINT))),
-           (t.promotion_policy = 'auto' OR (t.promotion_policy = 'explicit' AND t.promoted))
+           coalesce(t.promotion_policy = 'auto' OR (t.promotion_policy = 'explicit' AND t.promoted), false)
     FROM inc i JOIN tool_memories t
       ON i.record_kind = 'tool_memory' AND t.export_id = i.export_id AND t.memory_id = i.record_id
     UNION ALL
@@ -160,8 +160,9 @@ LEFT JOIN participants po ON po.export_id = xl.export_id AND po.conversation_id 
                          AND po.participant_id = coalesce(xl.owner, cr.participant_id)
 WHERE xl.scope = 'participant_private' AND po.participant_id IS DISTINCT FROM xl.requester
   AND NOT list_contains(xl.shared_with, xl.requester)
-  AND NOT (xl.record_kind = 'tool_memory' AND xl.promotable
-           AND cr.runtime_kind = 'subagent_child' AND pr.participant_id = xl.requester)
+  -- NULL (no owner run, no parent) is no exemption: a private record stays a finding
+  AND NOT coalesce(xl.record_kind = 'tool_memory' AND xl.promotable
+                   AND cr.runtime_kind = 'subagent_child' AND pr.participant_id = xl.requester, false)
 UNION ALL
 SELECT 'audit_only_included', export_id, assembly_id, record_kind, record_id,
        'audit-only record sent to ' || requester
@@ -172,24 +173,31 @@ SELECT 'superseded_included', s.export_id, s.assembly_id, s.record_kind, s.recor
        || {asm_at} || ')'
 FROM (
     SELECT o.*, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
-           n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner
+           n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner,
+           n.owner_model_run_id AS newer_run
     FROM xl o
     JOIN tool_memories old ON o.record_kind = 'tool_memory' AND old.export_id = o.export_id
                           AND old.memory_id = o.record_id
     JOIN tool_memories n ON n.export_id = old.export_id AND n.memory_id = old.superseded_by
     UNION ALL
-    SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id
+    SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id,
+           n.owner_model_run_id
     FROM xl o
     JOIN (SELECT export_id, memory_id, created_at, branch_id, visibility_scope,
-                 owner_participant_id, unnest(supersedes) AS old_id FROM tool_memories) n
+                 owner_participant_id, owner_model_run_id, unnest(supersedes) AS old_id
+          FROM tool_memories) n
       ON o.record_kind = 'tool_memory' AND n.export_id = o.export_id AND n.old_id = o.record_id
 ) s
 LEFT JOIN lin nl ON nl.export_id = s.export_id AND nl.root = s.asm_branch AND nl.branch_id = s.newer_branch
+-- the replacement's owner as for any record: its owner, else its run's participant, and only
+-- a participant of the conversation (a private one whose owner does not resolve is hidden)
+LEFT JOIN model_runs nr ON nr.export_id = s.export_id AND nr.model_run_id = s.newer_run
+LEFT JOIN participants np ON np.export_id = s.export_id AND np.conversation_id = s.asm_conversation
+                         AND np.participant_id = coalesce(s.newer_owner, nr.participant_id)
 WHERE s.newer <> s.record_id AND s.newer_at <= s.assembled_at
   AND s.newer_scope <> 'audit_only'
-  AND NOT (s.newer_scope = 'participant_private' AND s.newer_owner IS NOT NULL
-           AND s.newer_owner <> s.requester)
-  AND (s.newer_scope = 'conversation'
+  AND NOT (s.newer_scope = 'participant_private' AND np.participant_id IS DISTINCT FROM s.requester)
+  AND (s.newer_scope = 'conversation' OR s.newer_branch IS NULL
        OR (nl.branch_id IS NOT NULL AND (nl.cutoff IS NULL OR s.newer_at <= nl.cutoff)))
 GROUP BY s.export_id, s.assembly_id, s.record_kind, s.record_id, s.assembled_at
 UNION ALL
@@ -212,7 +220,7 @@ FROM xl
 WHERE record_kind IN ('tool_artifact', 'tool_memory')
   AND list_contains(?::VARCHAR[], asm_policy || '/' || asm_provider || '/' || privacy_class)
   AND NOT (record_kind = 'tool_artifact' AND privacy_class IN (SELECT unnest(?::VARCHAR[]))
-           AND rendering IN ('verbatim', 'rehydrated_raw'))
+           AND coalesce(rendering, '') IN ('verbatim', 'rehydrated_raw'))
 """
 
 # Model runs in chains: one chain per conversation branch and subagent; the next request
@@ -250,6 +258,27 @@ _SCOPE = (
 )
 
 
+def safety_query(where: str, windows: dict[str, dict[str, int]] | None,
+                 blocked: dict[str, dict[str, list[str]]] | None) -> tuple[str, list[Any]]:
+    """The safety invariants as one SQL query (see the module docstring) and its parameters
+    after those of ``where``: rows (invariant, export_id, assembly_id, record_kind,
+    record_id, detail), unordered, for the assemblies of ``assembly_summary`` matching
+    ``where``. It reads the store's tables by their names, so a caller holding other rows
+    under those names (compare: one chunk's replayed records and conversation graph, on a
+    connection of its own) applies the very same rules to them."""
+    keys = sorted((v, c) for v, per in (windows or {}).items() for c in per)
+    classes = [f"{v}/{c}" for v, c in keys]
+    hours = [int((windows or {})[v][c]) for v, c in keys]
+    pairs = sorted(f"{v}/{p}/{c}" for v, per in (blocked or {}).items()
+                   for p, cls in per.items() for c in cls)
+    restricted = sorted(RESTRICTED_PRIVACY)
+    sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
+        rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(s.newer_at)"),
+        asm_at=_utc("s.assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
+    )
+    return sql, [hours, classes, restricted, pairs, restricted]
+
+
 class LintQueries(Database):
     """Lint SQL, one query area of ``Store``."""
 
@@ -271,19 +300,10 @@ class LintQueries(Database):
         ``stale_after`` is stale that long after ``observed_at``; never, for a class or
         version not in it); ``blocked`` maps a version to a lower-case provider to the
         privacy classes blocked for it."""
-        keys = sorted((v, c) for v, per in (windows or {}).items() for c in per)
-        classes = [f"{v}/{c}" for v, c in keys]
-        hours = [int((windows or {})[v][c]) for v, c in keys]
-        pairs = sorted(f"{v}/{p}/{c}" for v, per in (blocked or {}).items()
-                       for p, cls in per.items() for c in cls)
-        restricted = sorted(RESTRICTED_PRIVACY)
         where, params = _where(flt)
-        sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
-            rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(s.newer_at)"),
-            asm_at=_utc("s.assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
-        )
+        sql, standard = safety_query(where, windows, blocked)
         sql = f"SELECT * FROM ({sql}) ORDER BY invariant, export_id, assembly_id, record_kind, record_id"
-        return self._arrow(sql, params + [hours, classes, restricted, pairs, restricted])
+        return self._arrow(sql, params + standard)
 
     # ---- transcript rules
     def unanswered_tool_calls(self, flt: AssemblyFilter | str | None = None) -> pa.Table:

@@ -16,7 +16,7 @@ from textual.coordinate import Coordinate
 from textual_fastdatatable import DataTable
 
 from inspector.widgets.arrow_table import ArrowDataTable, arrow_table
-from tests.support.pilot import run_async
+from support.pilot import run_async
 
 # values whose drawing is easy to get wrong: wide and zero-width characters, markup-like
 # text, backslashes, text longer than its column, control characters, numbers, nulls

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
+
+import pyarrow as pa
 
 from replay.assembler import Assembly, assemble
 from replay.policy import Policy, load_registry, merge
@@ -69,3 +72,38 @@ def rec(a: Assembly, record_id: str) -> dict[str, Any]:
 def decision(a: Assembly, record_id: str) -> tuple[str, str | None, str]:
     r = a.record(record_id)
     return r["decision"], r["rendering"], r["reason_code"]
+
+
+class TestRegistry:
+    """The few registry calls replay and safety make, over test policies keyed by version."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    def __init__(self, policies: dict[str, Policy]) -> None:
+        self._policies = policies
+
+    def __contains__(self, version: object) -> bool:
+        return version in self._policies
+
+    def get(self, version: str) -> Policy:
+        return self._policies[version]
+
+    def versions(self) -> list[str]:
+        return list(self._policies)
+
+
+REQUEST_SCHEMA = pa.schema([
+    ("assembly_id", pa.string()), ("model_run_id", pa.string()), ("conversation_id", pa.string()),
+    ("branch_id", pa.string()), ("participant_id", pa.string()), ("runtime_kind", pa.string()),
+    ("provider", pa.string()), ("model", pa.string()), ("assembled_at", pa.timestamp("us", tz="UTC")),
+    ("policy_version", pa.string()), ("assembler_version", pa.string()),
+    ("token_budget", pa.int64()), ("byte_budget", pa.int64()),
+    ("exact_evidence_ids", pa.list_(pa.string())), ("tags", pa.list_(pa.string())),
+    ("context_limit", pa.int64()),
+])
+
+
+def requests_table(reqs: list[Request]) -> pa.Table:
+    """Requests as the context_assemblies rows a chunk holds (no export_id)."""
+    rows: list[dict[str, Any]] = [dataclasses.asdict(r) for r in reqs]
+    return pa.Table.from_pylist(rows, schema=REQUEST_SCHEMA)

@@ -151,14 +151,3 @@ def test_distribution_percentiles_and_bins() -> None:
     assert sum(b["count"] for b in d["histogram"]) == 10
     assert d["histogram"][0]["lo"] == -10 and d["histogram"][-1]["hi"] > 5
     assert distribution(Counter())["histogram"] == []
-
-
-def test_safety_in_small_batches_gives_the_same_answer(sample_db: Path, registry,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import replay.compare as module
-
-    with Store.open(sample_db) as store:
-        whole = compare(store, registry, "v1", "v6").to_json()
-        monkeypatch.setattr(module, "SAFETY_BATCH", 3)
-        batched = compare(store, registry, "v1", "v6").to_json()
-    assert whole["safety"]["fixes"] and batched == whole

@@ -5,7 +5,6 @@ assembly (selection hash, assembled and baseline tokens, included and omitted co
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.engine import Mini, policy
+from support.engine import Mini, TestRegistry as _Registry, policy, requests_table as _requests
 from support.graphs import policies, random_graph, random_requests
 
 from ingest.store import Store
@@ -123,35 +122,6 @@ def test_another_assembler_is_replayed_by_itself(sample_db: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- random graphs
-
-
-class _Registry:
-    """The few registry calls replay_chunk makes, over test policies keyed by version."""
-
-    def __init__(self, policies: dict[str, Policy]) -> None:
-        self._policies = policies
-
-    def __contains__(self, version: object) -> bool:
-        return version in self._policies
-
-    def get(self, version: str) -> Policy:
-        return self._policies[version]
-
-
-_REQUEST_SCHEMA = pa.schema([
-    ("assembly_id", pa.string()), ("model_run_id", pa.string()), ("conversation_id", pa.string()),
-    ("branch_id", pa.string()), ("participant_id", pa.string()), ("runtime_kind", pa.string()),
-    ("provider", pa.string()), ("model", pa.string()), ("assembled_at", pa.timestamp("us", tz="UTC")),
-    ("policy_version", pa.string()), ("assembler_version", pa.string()),
-    ("token_budget", pa.int64()), ("byte_budget", pa.int64()),
-    ("exact_evidence_ids", pa.list_(pa.string())), ("tags", pa.list_(pa.string())),
-    ("context_limit", pa.int64()),
-])
-
-
-def _requests(reqs: list[Request]) -> pa.Table:
-    rows: list[dict[str, Any]] = [dataclasses.asdict(r) for r in reqs]
-    return pa.Table.from_pylist(rows, schema=_REQUEST_SCHEMA)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

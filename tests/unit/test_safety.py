@@ -3,15 +3,23 @@ with the lint's SQL invariants), on tampered rows (each finding trips), and on r
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.engine import TestRegistry, requests_table
+from support.graphs import policies, random_graph, random_requests
 
 from ingest.store import Store
 from replay.lint import SAFETY_RULES, lint
 from replay.policy import load_registry
-from replay.safety import FINDINGS, LINT_RULES, SafetyContext
+from replay.columnar import graphs_from_snapshots
+from replay.safety import FINDINGS, LINT_RULES, SafetyContext, graph_findings
 from replay.service import recorded_records
 from replay.snapshot import Snapshot, load_snapshot, request_from_row
 
@@ -103,3 +111,42 @@ def test_only_records_in_the_prompt_are_findings(recorded) -> None:
     for _row, ctx, rows in recorded:
         omitted = [r for r in rows if r["decision"] != "included"]
         assert ctx.findings(omitted) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), pols=st.lists(policies, min_size=1, max_size=3),
+       n=st.integers(1, 8))
+def test_sql_findings_of_a_chunk_equal_the_function_on_random_graphs(
+        seed: int, pols: list, n: int) -> None:
+    """Compare judges whole chunks with the SQL form of the rules (graph_findings): on
+    random graphs (forks, subagents, private and audit-only records, supersession, stale
+    memories, restricted classes), with every record in or out of each request at random
+    and rendered at random, it must find exactly what the function finds."""
+    rnd = random.Random(seed)
+    snap, first, _ = random_graph(rnd, "c")
+    reqs = random_requests(rnd, snap, first, n)
+    for i, r in enumerate(reqs):
+        r.policy_version = f"p{i % len(pols)}"
+    registry = TestRegistry({f"p{i}": p for i, p in enumerate(pols)})
+    ids = [(kind, row[key]) for table, kind, key in (
+        ("messages", "message", "message_id"), ("tool_calls", "tool_call", "tool_call_id"),
+        ("tool_artifacts", "tool_artifact", "artifact_id"),
+        ("tool_memories", "tool_memory", "memory_id")) for row in snap.tables[table]]
+    rows, want = [], set()
+    for req in reqs:
+        mine = [{"assembly_id": req.assembly_id, "record_kind": kind, "record_id": rid,
+                 "decision": rnd.choice(["included", "included", "omitted"]),
+                 "rendering": rnd.choice(RENDERINGS)} for kind, rid in ids]
+        rows += mine
+        want |= {(req.assembly_id, f["record_kind"], f["record_id"], f["finding"])
+                 for f in SafetyContext(snap, req, registry).findings(mine)}
+    requests = requests_table(reqs)
+    requests = requests.append_column("export_id", pa.array(["exp"] * len(reqs), pa.string()))
+    found = graph_findings(duckdb.connect(), graphs_from_snapshots({"c": snap}), "exp",
+                           requests, pa.Table.from_pylist(rows), registry)
+    got = set(zip(*(found.column(c).to_pylist()
+                    for c in ("assembly_id", "record_kind", "record_id", "finding"))))
+    assert got == want, f"seed {seed}: only SQL {sorted(got - want)[:3]}, only function {sorted(want - got)[:3]}"
+
+
+RENDERINGS = ["verbatim", "rehydrated_raw", "compact_memory", "summary", "reference", None]
