@@ -613,22 +613,25 @@ class ReadModel:
                 progress: Callable[[int, int], None] | None = None,
                 cancelled: Callable[[], bool] | None = None,
                 out: "str | os.PathLike[str] | None" = None, force: bool = False,
-                reveal: bool = False) -> CompareResult:
+                reveal: bool = False, workers: int = 1) -> CompareResult:
         """Side A (``"recorded"`` or a version) against version B over the requests matching
         ``flt`` (``replay.compare``); with ``out``, the per-request rows are written to that
-        Parquet file (an existing one only with ``force``). Raises
-        ``replay.compare.CompareCancelled`` when ``cancelled()`` turns true."""
+        Parquet file (an existing one only with ``force``). ``workers`` > 1 compares in that
+        many processes (the same result). Raises ``replay.compare.CompareCancelled`` when
+        ``cancelled()`` turns true."""
         from replay.compare import ParquetOut, compare
 
         masker = Masker(reveal)
         if out is None:
-            result = compare(self.store, self.registry, a, b, flt, progress, cancelled)
+            result = compare(self.store, self.registry, a, b, flt, progress, cancelled,
+                             workers=workers)
         else:
             self.registry.get(b)  # bad input fails before a file is created
             if a != RECORDED:
                 self.registry.get(a)
             with ParquetOut(out, force=force) as sink:
-                result = compare(self.store, self.registry, a, b, flt, progress, cancelled, sink)
+                result = compare(self.store, self.registry, a, b, flt, progress, cancelled, sink,
+                                 workers=workers)
         return compare_view(result, out, masker)
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,

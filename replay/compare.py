@@ -42,11 +42,14 @@ the whole store, ``replay.distributed`` over each partition of conversations
 from __future__ import annotations
 
 import bisect
+import functools
+import multiprocessing
 import os
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -54,7 +57,10 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError
 
-from .engine import REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks, replay_chunk
+from .engine import (
+    CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, REQUESTS_PER_CHUNK, Chunk, chunk_facts,
+    chunks, replay_chunk,
+)
 from .policy import PolicyRegistry, RuntimePolicy
 from .safety import LINT_RULES, graph_findings, standard_blocked, standard_windows
 
@@ -472,11 +478,12 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             progress: Callable[[int, int], None] | None = None,
             cancelled: Callable[[], bool] | None = None,
             out: Callable[[pa.Table], None] | None = None,
-            top: int = TOP) -> Comparison:
+            top: int = TOP, workers: int = 1) -> Comparison:
     """Side A (``"recorded"`` or a version) against side B (a version) over the requests
     matching ``flt``. ``progress(done, total)`` is called per chunk; when ``cancelled()``
     turns true the walk stops with ``CompareCancelled``. Unknown versions and a bad filter
-    raise ContextlensError before any replay."""
+    raise ContextlensError before any replay. ``workers`` > 1 compares the chunks in that
+    many processes (the same result; a store of one chunk is compared here)."""
     from ingest.filters import parse_filter
 
     registry.get(b)
@@ -498,7 +505,8 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
         done += rows.num_rows
         report(done, total)
 
-    compare_chunks(store, registry, a, b, parsed, result, each, cancelled)
+    compare_chunks(store, registry, a, b, parsed, result, each, cancelled,
+                   workers if total > REQUESTS_PER_CHUNK else 1)
     if a == RECORDED:
         _in_recording(result, store, registry, parsed)
     result.most_changed = best
@@ -508,18 +516,25 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
 def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
                    parsed: "AssemblyFilter", result: Comparison,
                    each: Callable[[pa.Table], None],
-                   cancelled: Callable[[], bool] | None = None) -> None:
+                   cancelled: Callable[[], bool] | None = None, workers: int = 1,
+                   conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> None:
     """The per-partition function of compare: every chunk of the requests of ``store``
     matching ``parsed`` compared, its aggregates added to ``result`` and its per-request rows
     (``REQUEST_SCHEMA``, in walk order) handed to ``each``. The local engine runs it over
     the whole store; ``replay.distributed`` over each partition's own store, merging the
-    partitions' results with ``Comparison.merge``."""
+    partitions' results with ``Comparison.merge``. ``workers`` > 1: see
+    ``_compare_chunks_in_processes``."""
+    walk = functools.partial(chunks, flt=parsed, conversations_per_chunk=conversations_per_chunk)
+    if workers > 1:
+        _compare_chunks_in_processes(store, registry, a, b, walk, result, each, cancelled,
+                                     workers)
+        return
     con = duckdb.connect()
     # chunks streams its requests from an open result: the chunk's own queries (snapshots,
     # recorded rows) need another connection to the same database
     walker = store.cursor()
     try:
-        for chunk in chunks(walker, parsed):
+        for chunk in walk(walker):
             if cancelled is not None and cancelled():
                 raise CompareCancelled
             each(_compare_chunk(store, registry, a, b, chunk, result, con))
@@ -528,6 +543,65 @@ def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
     finally:
         walker.close()
         con.close()
+
+
+# what each worker process of a parallel compare holds: its own read-only store, its own
+# DuckDB connection for the chunk queries, and the sides it compares
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_start(path: str, registry: PolicyRegistry, a: str, b: str) -> None:
+    from ingest.store import Store
+
+    _WORKER.update(store=Store.open(path), con=duckdb.connect(), job=(registry, a, b))
+
+
+def _worker_chunk(chunk: Chunk) -> tuple[Comparison, pa.Table]:
+    registry, a, b = _WORKER["job"]
+    part = Comparison(a, b, "", partial=True)
+    return part, _compare_chunk(_WORKER["store"], registry, a, b, chunk, part, _WORKER["con"])
+
+
+def _compare_chunks_in_processes(store: "Store", registry: PolicyRegistry, a: str, b: str,
+                                 walk: Callable[[Any], Iterator[Chunk]], result: Comparison,
+                                 each: Callable[[pa.Table], None],
+                                 cancelled: Callable[[], bool] | None, workers: int) -> None:
+    """``compare_chunks`` with its chunks compared by ``workers`` processes (each with its
+    own read-only store): this process walks the chunks and merges each chunk's partial
+    comparison in walk order (``Comparison.merge``, exact as for Ray's partitions). At most
+    ``2 * workers`` chunks are in flight, so memory stays that of a few chunks."""
+    context = multiprocessing.get_context("spawn")  # no fork of DuckDB's threads
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
+                               initargs=(str(store.path), registry, a, b))
+    pending: deque[Any] = deque()
+    walker = store.cursor()
+
+    def take() -> None:
+        part, rows = pending.popleft().result()
+        result.merge(part)
+        each(rows)
+
+    try:
+        for chunk in walk(walker):
+            if cancelled is not None and cancelled():
+                raise CompareCancelled
+            pending.append(pool.submit(_worker_chunk, chunk))
+            while len(pending) >= 2 * workers or (pending and pending[0].done()):
+                take()
+        while pending:
+            if cancelled is not None and cancelled():
+                raise CompareCancelled
+            take()
+    except BaseException:
+        # a cancel or a failure stops the workers now, not after their queued chunks
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        raise
+    else:
+        pool.shutdown()
+    finally:
+        walker.close()
 
 
 def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chunk: Chunk,

@@ -4,6 +4,8 @@ how an error or warning line is printed (``_said``, ``_warn``)."""
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,14 @@ def _engine_answers(engine: str, db: str | None, exports: tuple[str, ...],
             raise ContextlensError(f"{'--address' if address else '--export'} needs --engine ray")
         return _Answers(db, policies_dir)
     return _RayAnswers(db, exports, policies_dir, address)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (a container's limit, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
 
 
 def engine_options(command: Any) -> Any:

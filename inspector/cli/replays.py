@@ -17,8 +17,8 @@ from ..console import (
     progress_printer, vis,
 )
 from .options import (
-    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _engine_answers, db_option,
-    engine_options, json_option, policies_option, reveal_option,
+    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _engine_answers, available_cpus,
+    db_option, engine_options, json_option, policies_option, reveal_option,
 )
 
 
@@ -240,12 +240,15 @@ def _shown(value: Any) -> str:
 @click.option("--force", is_flag=True, help="Replace the --out file if it exists.")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when B has any safety regression against A (a gate before shipping B).")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Processes (or Ray tasks) comparing at once (default: one per CPU; a store "
+                   "of one chunk, about 8,000 requests, is compared in this process).")
 @engine_options
 @reveal_option
 @json_option
 def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_expr: str | None,
-            out_file: Path | None, force: bool, strict: bool, engine: str, address: str | None,
-            exports: tuple[str, ...], reveal: bool, as_json: bool) -> None:
+            out_file: Path | None, force: bool, strict: bool, workers: int | None, engine: str,
+            address: str | None, exports: tuple[str, ...], reveal: bool, as_json: bool) -> None:
     """Replay every request (or those matching --filter) under policy A and policy B and
     aggregate what changes, safety regressions first. A is a version or `recorded` (the
     recorded assemblies). Exits 1 with --strict when B regresses safety. Details:
@@ -258,6 +261,7 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
     with _engine_answers(engine, db, exports, policies_dir, address) as answers:
         result = answers.compare(
             a, b, flt, out=out_file, force=force, reveal=reveal,
+            workers=workers or (None if engine == "ray" else available_cpus()),
             progress=(lambda done, total: progress(stage, done, total)) if progress else None,
         )
     out = result.to_json()
