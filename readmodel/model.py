@@ -600,24 +600,26 @@ class ReadModel:
 
     def verify(self, flt: "AssemblyFilter | str | None" = None,
                progress: Callable[[int, int], None] | None = None,
-               on_verdict: "Callable[[AssemblyVerdict], None] | None" = None) -> VerifyResult:
+               on_verdict: "Callable[[AssemblyVerdict], None] | None" = None,
+               workers: int | None = 1) -> VerifyResult:
         """Each request replayed under its recorded policy and compared with its recorded
         rows: counts per verdict and the non-faithful assemblies (``replay.verify``). Holds
         ids, codes and hashes only: nothing to mask. With ``on_verdict``, each non-faithful
         assembly goes to it as it is found and the result keeps only the counts (memory
-        does not grow with the store)."""
+        does not grow with the store). ``workers`` > 1 verifies in that many processes (None:
+        one per CPU)."""
         return verify_store(self.store, self.registry, progress=progress, flt=flt,
-                            on_verdict=on_verdict)
+                            on_verdict=on_verdict, workers=workers)
 
     def compare(self, a: str, b: str, flt: "AssemblyFilter | str | None" = None,
                 progress: Callable[[int, int], None] | None = None,
                 cancelled: Callable[[], bool] | None = None,
                 out: "str | os.PathLike[str] | None" = None, force: bool = False,
-                reveal: bool = False, workers: int = 1) -> CompareResult:
+                reveal: bool = False, workers: int | None = 1) -> CompareResult:
         """Side A (``"recorded"`` or a version) against version B over the requests matching
         ``flt`` (``replay.compare``); with ``out``, the per-request rows are written to that
         Parquet file (an existing one only with ``force``). ``workers`` > 1 compares in that
-        many processes (the same result). Raises ``replay.compare.CompareCancelled`` when
+        many processes (None: one per CPU; the same result). Raises ``replay.compare.CompareCancelled`` when
         ``cancelled()`` turns true."""
         from replay.compare import ParquetOut, compare
 

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import bisect
 import functools
-import multiprocessing
 import os
-from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -58,8 +56,8 @@ import pyarrow.compute as pc
 from ingest.errors import ContextlensError
 
 from .engine import (
-    CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, REQUESTS_PER_CHUNK, Chunk, chunk_facts,
-    chunks, replay_chunk,
+    CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks,
+    in_processes, replay_chunk, worker_count,
 )
 from .policy import PolicyRegistry, RuntimePolicy
 from .safety import LINT_RULES, graph_findings, standard_blocked, standard_windows
@@ -478,12 +476,12 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
             progress: Callable[[int, int], None] | None = None,
             cancelled: Callable[[], bool] | None = None,
             out: Callable[[pa.Table], None] | None = None,
-            top: int = TOP, workers: int = 1) -> Comparison:
+            top: int = TOP, workers: int | None = 1) -> Comparison:
     """Side A (``"recorded"`` or a version) against side B (a version) over the requests
     matching ``flt``. ``progress(done, total)`` is called per chunk; when ``cancelled()``
     turns true the walk stops with ``CompareCancelled``. Unknown versions and a bad filter
     raise ContextlensError before any replay. ``workers`` > 1 compares the chunks in that
-    many processes (the same result; a store of one chunk is compared here)."""
+    many processes (None: one per CPU; the same result; ``engine.worker_count``)."""
     from ingest.filters import parse_filter
 
     registry.get(b)
@@ -506,7 +504,7 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
         report(done, total)
 
     compare_chunks(store, registry, a, b, parsed, result, each, cancelled,
-                   workers if total > REQUESTS_PER_CHUNK else 1)
+                   worker_count(workers, total))
     if a == RECORDED:
         _in_recording(result, store, registry, parsed)
     result.most_changed = best
@@ -545,63 +543,34 @@ def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
         con.close()
 
 
-# what each worker process of a parallel compare holds: its own read-only store, its own
-# DuckDB connection for the chunk queries, and the sides it compares
-_WORKER: dict[str, Any] = {}
+# what each worker process of a parallel compare holds: its own DuckDB connection for the
+# chunk queries, and the sides it compares (the store is engine.in_processes')
+_JOB: dict[str, Any] = {}
 
 
-def _worker_start(path: str, registry: PolicyRegistry, a: str, b: str) -> None:
-    from ingest.store import Store
-
-    _WORKER.update(store=Store.open(path), con=duckdb.connect(), job=(registry, a, b))
+def _worker_start(registry: PolicyRegistry, a: str, b: str) -> None:
+    _JOB.update(con=duckdb.connect(), job=(registry, a, b))
 
 
-def _worker_chunk(chunk: Chunk) -> tuple[Comparison, pa.Table]:
-    registry, a, b = _WORKER["job"]
+def _worker_chunk(store: "Store", chunk: Chunk) -> tuple[Comparison, pa.Table]:
+    registry, a, b = _JOB["job"]
     part = Comparison(a, b, "", partial=True)
-    return part, _compare_chunk(_WORKER["store"], registry, a, b, chunk, part, _WORKER["con"])
+    return part, _compare_chunk(store, registry, a, b, chunk, part, _JOB["con"])
 
 
 def _compare_chunks_in_processes(store: "Store", registry: PolicyRegistry, a: str, b: str,
                                  walk: Callable[[Any], Iterator[Chunk]], result: Comparison,
                                  each: Callable[[pa.Table], None],
                                  cancelled: Callable[[], bool] | None, workers: int) -> None:
-    """``compare_chunks`` with its chunks compared by ``workers`` processes (each with its
-    own read-only store): this process walks the chunks and merges each chunk's partial
-    comparison in walk order (``Comparison.merge``, exact as for Ray's partitions). At most
-    ``2 * workers`` chunks are in flight, so memory stays that of a few chunks."""
-    context = multiprocessing.get_context("spawn")  # no fork of DuckDB's threads
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
-                               initargs=(str(store.path), registry, a, b))
-    pending: deque[Any] = deque()
-    walker = store.cursor()
-
-    def take() -> None:
-        part, rows = pending.popleft().result()
+    """``compare_chunks`` with its chunks compared by ``workers`` processes
+    (``engine.in_processes``), each chunk's partial comparison merged in walk order
+    (``Comparison.merge``, exact as for Ray's partitions)."""
+    for part, rows in in_processes(store, walk, _worker_chunk, workers, cancelled,
+                                   _worker_start, (registry, a, b)):
         result.merge(part)
         each(rows)
-
-    try:
-        for chunk in walk(walker):
-            if cancelled is not None and cancelled():
-                raise CompareCancelled
-            pending.append(pool.submit(_worker_chunk, chunk))
-            while len(pending) >= 2 * workers or (pending and pending[0].done()):
-                take()
-        while pending:
-            if cancelled is not None and cancelled():
-                raise CompareCancelled
-            take()
-    except BaseException:
-        # a cancel or a failure stops the workers now, not after their queued chunks
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        raise
-    else:
-        pool.shutdown()
-    finally:
-        walker.close()
+    if cancelled is not None and cancelled():
+        raise CompareCancelled
 
 
 def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chunk: Chunk,

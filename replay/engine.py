@@ -28,8 +28,12 @@ and peaked at 651 MB, 2,048 took 41 s at 919 MB, 4,096 took 37 s at 1.27 GB.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
@@ -46,8 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_facts", "chunks", "has_columnar_form",
-           "replay_chunk", "replay_chunk_oracle"]
+__all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_facts", "chunks",
+           "has_columnar_form", "in_processes", "replay_chunk", "replay_chunk_oracle", "worker_count"]
 
 CONVERSATIONS_PER_CHUNK = 2048
 REQUESTS_PER_CHUNK = 8192  # a chunk of long conversations stops here (at their boundary)
@@ -128,6 +132,91 @@ def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
         held += batch.num_rows - start
     if conversations:
         yield _chunk(export, conversations, pending)
+
+
+T = TypeVar("T")
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (a container's limit, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def worker_count(workers: int | None, requests: int) -> int:
+    """How many processes ``in_processes`` should use for ``requests``: ``workers`` (None:
+    one per CPU), but 1 for at most one chunk's worth, where starting workers would cost
+    more than they save."""
+    if requests <= REQUESTS_PER_CHUNK:
+        return 1
+    return max(1, workers if workers is not None else available_cpus())
+
+# the store each worker process of ``in_processes`` opened (read-only), and its task
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None] | None,
+                  start_args: tuple[Any, ...]) -> None:
+    from ingest.store import Store
+
+    # results and errors come back through the pool; anything a worker would print (a
+    # library's warning) must not land in the caller's terminal, which the app draws on
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    _WORKER.update(store=Store.open(path), task=task)
+    if start is not None:
+        start(*start_args)
+
+
+def _worker_task(chunk: Chunk) -> Any:
+    return _WORKER["task"](_WORKER["store"], chunk)
+
+
+def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
+                 task: Callable[["Store", Chunk], T], workers: int,
+                 cancelled: Callable[[], bool] | None = None,
+                 start: Callable[..., None] | None = None,
+                 start_args: tuple[Any, ...] = ()) -> Iterator[T]:
+    """``task(store, chunk)`` for every chunk of ``walk(cursor)``, run by ``workers``
+    processes, each with its own read-only connection to ``store`` (and ``start(*start_args)``
+    run once in each): the results in walk order, so a caller merging them in order gets
+    exactly what one process gets. This process only walks the store; at most
+    ``2 * workers`` chunks are in flight, so memory stays that of a few chunks. ``task`` and
+    ``start`` are module-level functions (they are sent to the workers by name). When
+    ``cancelled()`` turns true, or on any failure, the workers are stopped at once."""
+    context = multiprocessing.get_context("spawn")  # no fork of DuckDB's threads
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
+                               initargs=(str(store.path), task, start, start_args))
+    pending: deque[Any] = deque()
+    walker = store.cursor()
+    try:
+        for chunk in walk(walker):
+            if cancelled is not None and cancelled():
+                break
+            pending.append(pool.submit(_worker_task, chunk))
+            while len(pending) >= 2 * workers or (pending and pending[0].done()):
+                yield pending.popleft().result()
+        while pending and not (cancelled is not None and cancelled()):
+            yield pending.popleft().result()
+    except BaseException:
+        _stop(pool)
+        raise
+    finally:
+        walker.close()
+        if pending:  # cancelled, or the caller stopped taking results
+            _stop(pool)
+        else:
+            pool.shutdown()
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``'s workers now, not after their queued chunks."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _chunk(export: str | None, conversations: list[str], batches: list[pa.RecordBatch]) -> Chunk:

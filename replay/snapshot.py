@@ -151,8 +151,15 @@ def load_snapshots(store: "Store", conversation_ids: list[str], export_id: str) 
 def snapshots_from_graphs(graphs: dict[str, Any], conversation_ids: list[str]) -> dict[str, Snapshot]:
     """Snapshots of ``conversation_ids`` from graph tables already read (``Store.
     conversation_graphs``: Arrow, each row tagged ``graph_conversation_id``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     split: dict[str, dict[str, list[dict[str, Any]]]] = {cid: {} for cid in conversation_ids}
+    wanted = pa.array(list(split), pa.string())
     for name, table in graphs.items():
+        # only the rows of these conversations become Python values (a verify builds the
+        # snapshots of its few drifted requests' conversations out of a whole chunk's graph)
+        table = table.filter(pc.is_in(table.column("graph_conversation_id"), value_set=wanted))
         keys = table.column("graph_conversation_id").to_pylist()
         for key, row in zip(keys, _rows(table, name)):
             split[key].setdefault(name, []).append(row)

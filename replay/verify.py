@@ -27,6 +27,7 @@ it is found (``on_verdict``) instead of keeping them all.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -40,10 +41,12 @@ from ingest.sql import scratch_connection
 
 from .assembler import AssemblerPlugin, get_assembler
 from .diff import SafetyDelta
-from .engine import CONVERSATIONS_PER_CHUNK, Chunk, chunks, replay_chunk
+from .engine import (
+    CONVERSATIONS_PER_CHUNK, Chunk, chunks, in_processes, replay_chunk, worker_count,
+)
 from .policy import PolicyRegistry, load_registry
 from .safety import SafetyContext
-from .snapshot import request_from_row
+from .snapshot import request_from_row, snapshots_from_graphs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -173,7 +176,8 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
            assembler: str | AssemblerPlugin = "reference", progress: Progress | None = None,
            flt: "AssemblyFilter | str | None" = None,
            on_verdict: Callable[[AssemblyVerdict], None] | None = None,
-           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> VerifyResult:
+           conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK,
+           workers: int | None = 1) -> VerifyResult:
     """Verify every recorded assembly matching ``flt`` (see the module docstring).
 
     Without ``on_verdict`` the result lists every non-faithful assembly, by assembly id. With
@@ -199,7 +203,7 @@ def verify(store: "Store", registry: PolicyRegistry | None = None,
         done += n
 
     verify_chunks(store, reg, plugin, flt, result, emit, versions, each,
-                  conversations_per_chunk)
+                  conversations_per_chunk, worker_count(workers, total))
     finish_verify(result, reg, versions)
     return result
 
@@ -208,25 +212,60 @@ def verify_chunks(store: "Store", reg: PolicyRegistry, plugin: AssemblerPlugin,
                   flt: "AssemblyFilter | str | None", result: VerifyResult,
                   emit: Callable[[AssemblyVerdict], None], versions: Counter,
                   each: Callable[[int], None] | None = None,
-                  conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK) -> None:
+                  conversations_per_chunk: int = CONVERSATIONS_PER_CHUNK,
+                  workers: int = 1) -> None:
     """The per-partition function of verify: every chunk of the requests of ``store``
     matching ``flt`` verified, counted in ``result``, its non-faithful verdicts handed to
     ``emit`` in walk order, its requests' recorded versions counted in ``versions``, and
     ``each(requests)`` called after each chunk. The local engine runs it over the whole
-    store; ``replay.distributed`` over each partition's own store."""
+    store (``workers`` > 1: in that many processes, ``engine.in_processes``, the same
+    result); ``replay.distributed`` over each partition's own store."""
+    if workers > 1:
+        walk = functools.partial(chunks, flt=flt, conversations_per_chunk=conversations_per_chunk)
+        for part, verdicts, seen, n in in_processes(store, walk, _worker_chunk, workers,
+                                                    start=_worker_start, start_args=(reg, plugin)):
+            merge_verify(result, part)
+            versions.update(seen)
+            for verdict in verdicts:
+                emit(verdict)
+            if each is not None:
+                each(n)
+        return
     # the chunks are read on a cursor of their own: the store's connection runs each
     # chunk's queries meanwhile
     walker = store.cursor()
     try:
         for chunk in chunks(walker, flt, conversations_per_chunk):
-            counts = pc.value_counts(chunk.requests.column("policy_version")).to_pylist()
-            versions.update({c["values"]: c["counts"] for c in counts})
+            versions.update(_versions(chunk))
             for verdict in _verify_chunk(store, chunk, reg, plugin, result):
                 emit(verdict)
             if each is not None:
                 each(chunk.requests.num_rows)
     finally:
         walker.close()
+
+
+def _versions(chunk: Chunk) -> Counter:
+    """How many requests of ``chunk`` each recorded version has."""
+    counts = pc.value_counts(chunk.requests.column("policy_version")).to_pylist()
+    return Counter({c["values"]: c["counts"] for c in counts})
+
+
+# the registry and assembler of each worker process of a parallel verify
+_JOB: dict[str, Any] = {}
+
+
+def _worker_start(reg: PolicyRegistry, plugin: AssemblerPlugin) -> None:
+    _JOB.update(reg=reg, plugin=plugin)
+
+
+def _worker_chunk(store: "Store", chunk: Chunk) -> tuple[VerifyResult, list[AssemblyVerdict],
+                                                          Counter, int]:
+    """One chunk verified in a worker: its counts, its non-faithful verdicts in walk order,
+    its requests' versions and its size."""
+    part = VerifyResult()
+    verdicts = list(_verify_chunk(store, chunk, _JOB["reg"], _JOB["plugin"], part))
+    return part, verdicts, _versions(chunk), chunk.requests.num_rows
 
 
 def merge_verify(result: VerifyResult, later: VerifyResult) -> None:
@@ -311,8 +350,10 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     hashes recomputed at once, and recording and replay are compared in DuckDB, so Python
     only touches the records of assemblies that are not faithful, ``_DETAIL_BATCH``
     assemblies at a time."""
-    snapshots = chunk.snapshots(store)
-    replay = replay_chunk(store, chunk, reg, assembler=plugin, snapshots=snapshots)
+    # the chunk's graph as Arrow, for the engine; Python snapshots only of the conversations
+    # of the requests reported below (faithful ones need none)
+    graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    replay = replay_chunk(store, chunk, reg, assembler=plugin, graphs=graphs)
     requests = chunk.requests.select(list(_REQUEST_COLUMNS))
     ids = requests.column("assembly_id").to_pylist()
     recorded = store.recorded_records(ids, chunk.export_id)
@@ -338,6 +379,9 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     # safety looks at the records in the prompt only
     included = {name: t.filter(pc.equal(t.column("decision"), "included"))
                 for name, t in (("recorded", recorded), ("replayed", replay.records))}
+    snapshots = (snapshots_from_graphs(graphs, pc.unique(reported.column("conversation_id"))
+                                       .to_pylist()) if reported.num_rows else {})
+    del graphs
     for start in range(0, reported.num_rows, _DETAIL_BATCH):
         batch = reported.slice(start, _DETAIL_BATCH)
         wanted = batch.column("assembly_id").combine_chunks()

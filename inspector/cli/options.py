@@ -4,7 +4,6 @@ how an error or warning line is printed (``_said``, ``_warn``)."""
 
 from __future__ import annotations
 
-import os
 
 from pathlib import Path
 from typing import Any
@@ -95,12 +94,12 @@ def _engine_answers(engine: str, db: str | None, exports: tuple[str, ...],
     return _RayAnswers(db, exports, policies_dir, address)
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (a container's limit, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
+def workers_option(command: Any) -> Any:
+    """--workers N: processes (Ray tasks with --engine ray) working at once."""
+    return click.option(
+        "--workers", type=click.IntRange(min=1), metavar="N",
+        help="Processes (or Ray tasks) working at once (default: one per CPU; a store of one "
+             "chunk, about 8,000 requests, is worked in this process).")(command)
 
 
 def engine_options(command: Any) -> Any:

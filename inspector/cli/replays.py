@@ -17,8 +17,8 @@ from ..console import (
     progress_printer, vis,
 )
 from .options import (
-    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _engine_answers, available_cpus,
-    db_option, engine_options, json_option, policies_option, reveal_option,
+    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _engine_answers, db_option,
+    engine_options, json_option, policies_option, reveal_option, workers_option,
 )
 
 
@@ -140,10 +140,12 @@ def _print_bisect(result: Any) -> None:
 @policies_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="Only the requests matching this filter.")
 @click.option("--strict", is_flag=True, help="Also fail (exit 1) when a request cannot be replayed.")
+@workers_option
 @engine_options
 @json_option
 def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, strict: bool,
-           engine: str, address: str | None, exports: tuple[str, ...], as_json: bool) -> None:
+           workers: int | None, engine: str, address: str | None, exports: tuple[str, ...],
+           as_json: bool) -> None:
     """Replay every recorded assembly under its own policy version and compare it with the
     recorded rows: faithful, drifted, inconsistent or not replayable.
 
@@ -174,7 +176,7 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
         result = answers.verify(
             flt,
             progress=(lambda done, total: progress(stage, done, total)) if progress else None,
-            on_verdict=found,
+            on_verdict=found, workers=workers,
         )
     if result.missing_policies:
         click.echo(vis(result.missing_policies), err=True)
@@ -240,9 +242,7 @@ def _shown(value: Any) -> str:
 @click.option("--force", is_flag=True, help="Replace the --out file if it exists.")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when B has any safety regression against A (a gate before shipping B).")
-@click.option("--workers", type=click.IntRange(min=1), metavar="N",
-              help="Processes (or Ray tasks) comparing at once (default: one per CPU; a store "
-                   "of one chunk, about 8,000 requests, is compared in this process).")
+@workers_option
 @engine_options
 @reveal_option
 @json_option
@@ -261,7 +261,7 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
     with _engine_answers(engine, db, exports, policies_dir, address) as answers:
         result = answers.compare(
             a, b, flt, out=out_file, force=force, reveal=reveal,
-            workers=workers or (None if engine == "ray" else available_cpus()),
+            workers=workers,
             progress=(lambda done, total: progress(stage, done, total)) if progress else None,
         )
     out = result.to_json()

@@ -256,8 +256,10 @@ class CompareScreen(Screen[None]):
                 result = answers.compare(self.a, self.b, self.flt, progress=progress,
                                          reveal=reveal)
             else:
+                # on every CPU here (a store of one chunk stays in this process)
                 result = answers.compare(self.a, self.b, self.flt, progress=progress,
-                                         cancelled=lambda: worker.is_cancelled, reveal=reveal)
+                                         cancelled=lambda: worker.is_cancelled, reveal=reveal,
+                                         workers=None)
         except CompareCancelled:
             return
         except ContextlensError as err:

@@ -140,7 +140,7 @@ class VerifyScreen(Screen[None]):
                 self.app.call_from_thread(self._progressed, done, total)
 
         try:
-            result = answers.verify(progress=progress)
+            result = answers.verify(progress=progress, workers=None)  # one process per CPU
         except VerifyCancelled:
             return
         except ContextlensError as err:

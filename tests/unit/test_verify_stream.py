@@ -41,3 +41,21 @@ def test_chunk_size_does_not_change_a_verdict(store: Store) -> None:
     whole = verify(store, REG).to_json()
     for size in (1, 3):
         assert verify(store, REG, conversations_per_chunk=size).to_json() == whole
+
+
+def test_verify_in_processes_gives_the_same_verdicts_in_the_same_order(store: Store) -> None:
+    """verify's process path (workers > 1): each chunk verified in a worker, its counts
+    merged and its verdicts handed on in walk order, as one process does."""
+    from collections import Counter
+
+    from replay.assembler import get_assembler
+    from replay.verify import VerifyResult, verify_chunks
+
+    out = {}
+    for workers in (1, 2):
+        result, verdicts, versions, sizes = VerifyResult(), [], Counter(), []
+        verify_chunks(store, REG, get_assembler("reference"), None, result, verdicts.append,
+                      versions, sizes.append, conversations_per_chunk=1, workers=workers)
+        out[workers] = (result.to_json(), [v.to_json() for v in verdicts], versions, sizes)
+    assert out[1][0]["drifted"] == 3 and len(out[1][3]) > 1
+    assert out[2] == out[1]
