@@ -1,7 +1,7 @@
 """Compare throughput and memory: two policy versions over a whole synthetic store.
 
     contextlens sample --scale 10000 --out DIR && contextlens ingest DIR --db X.duckdb
-    python benchmarks/bench_compare.py --db X.duckdb [--a v4 --b v5]
+    python benchmarks/bench_compare.py --db X.duckdb [--a v4 --b v5] [--workers 2]
     python benchmarks/bench_compare.py --scale 10000      # builds the store in a temp dir
 
 Reports, in one process:
@@ -35,7 +35,12 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench(db: Path, a: str, b: str) -> None:
+def worker_peak_mb() -> float:
+    """The largest peak RSS of a finished worker process (``--workers`` > 1)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def bench(db: Path, a: str, b: str, workers: int = 1) -> None:
     registry = load_registry(None)
     with Store.open(db) as store:
         requests = store.count_assemblies()
@@ -54,18 +59,20 @@ def bench(db: Path, a: str, b: str) -> None:
             print(f"  {done:,} of {total:,} requests, {time.perf_counter() - t0:.0f} s, "
                   f"peak RSS {peak_mb():,.0f} MB", flush=True)
 
-        result = compare(store, registry, a, b, progress=progress)
+        result = compare(store, registry, a, b, progress=progress, workers=workers)
         elapsed = time.perf_counter() - t0
         after = peak_mb()
     print(f"store: {db.name}: {requests:,} requests, {records:,} assembly_records rows")
     print(f"GROUP BY baseline: {baseline * 1000:.1f} ms, {records / baseline:,.0f} records/s")
     pairs = sum(result.counts.values())
-    print(f"compare {a} -> {b}: {elapsed:.2f} s, {records / elapsed:,.0f} records/s "
+    procs = f"{workers} process{'es' if workers > 1 else ''}"
+    print(f"compare {a} -> {b} ({procs}): {elapsed:.2f} s, {records / elapsed:,.0f} records/s "
           f"({elapsed / baseline:,.0f}x the GROUP BY's time), {pairs:,} record pairs, "
           f"{pairs / elapsed:,.0f} pairs/s; {result.affected:,} affected, "
           f"{sum(t.findings for t in result.safety['regressions'].values()):,} safety regressions")
     print(f"peak RSS: {after:,.0f} MB (before the compare {before:,.0f} MB, "
-          f"+{after - before:,.0f} MB during it)")
+          f"+{after - before:,.0f} MB during it)"
+          + (f"; each worker process at most {worker_peak_mb():,.0f} MB" if workers > 1 else ""))
 
 
 def main() -> None:
@@ -74,15 +81,17 @@ def main() -> None:
     parser.add_argument("--scale", type=int, help="build a synthetic store of N assemblies")
     parser.add_argument("--a", default="v4")
     parser.add_argument("--b", default="v5")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes comparing at once (the CLI's default is one per CPU)")
     args = parser.parse_args()
     if args.db is not None:
-        bench(args.db, args.a, args.b)
+        bench(args.db, args.a, args.b, args.workers)
         return
     with tempfile.TemporaryDirectory() as tmp:
         export = write_sample(Path(tmp) / "export", scale=args.scale or 10_000)
         db = Path(tmp) / "store.duckdb"
         ingest(export, db)
-        bench(db, args.a, args.b)
+        bench(db, args.a, args.b, args.workers)
 
 
 if __name__ == "__main__":
