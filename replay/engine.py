@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
@@ -188,18 +190,35 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
     ``start`` are module-level functions (they are sent to the workers by name). When
     ``cancelled()`` turns true, or on any failure, the workers are stopped at once."""
     context = multiprocessing.get_context("spawn")  # no fork of DuckDB's threads
+    _start_resource_tracker()
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
                                initargs=(str(store.path), task, start, start_args))
     pending: deque[Any] = deque()
     walker = store.cursor()
+    stop = cancelled if cancelled is not None else (lambda: False)
+
+    def ready() -> bool:
+        """Whether the oldest chunk's result is in; False once cancelled (asked every
+        0.1 s while waiting, so a cancel stops the workers at once, not after a chunk)."""
+        while True:
+            if stop():
+                return False
+            try:
+                pending[0].result(timeout=0.1)
+                return True
+            except FuturesTimeout:
+                continue
+
     try:
         for chunk in walk(walker):
-            if cancelled is not None and cancelled():
+            if stop():
                 break
             pending.append(pool.submit(_worker_task, chunk))
             while len(pending) >= 2 * workers or (pending and pending[0].done()):
+                if not ready():
+                    return
                 yield pending.popleft().result()
-        while pending and not (cancelled is not None and cancelled()):
+        while pending and ready():
             yield pending.popleft().result()
     except BaseException:
         _stop(pool)
@@ -210,6 +229,29 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
             _stop(pool)
         else:
             pool.shutdown()
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, which the first worker would start: it
+    hands ``sys.stderr``'s descriptor to its process, and in the app stderr is Textual's
+    capture, whose descriptor is -1 (the start then fails with "bad value(s) in
+    fds_to_keep"). Meanwhile stderr is the null device."""
+    from multiprocessing import resource_tracker
+
+    try:
+        usable = sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = True  # no descriptor at all: the tracker leaves it out by itself
+    if usable:
+        resource_tracker.ensure_running()
+        return
+    saved = sys.stderr
+    with open(os.devnull, "w") as null:
+        sys.stderr = null
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            sys.stderr = saved
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..contract import TABLES, TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS
 from ..errors import NotFoundError
@@ -29,6 +30,16 @@ _OWN_CONVERSATION = ("conversations", "branches", "participants", "messages", "m
                      "tool_memories")
 # tables whose rows belong to a conversation through their model run
 _THROUGH_RUN = ("tool_calls", "skill_states", "checkpoints")
+
+
+def _span(table: pa.Table, column: str) -> list[str]:
+    """[least, greatest] of a column's values ("" and "" when it has none): a BETWEEN that
+    lets DuckDB skip the row groups of other conversations."""
+    values = pc.drop_null(table.column(column))
+    if not len(values):
+        return ["", ""]
+    bounds = pc.min_max(values)
+    return [bounds["min"].as_py(), bounds["max"].as_py()]
 
 
 class GraphQueries(Database):
@@ -109,39 +120,70 @@ class GraphQueries(Database):
         ordered by graph_conversation_id, then the table's primary key. Messages, tool calls,
         tool artifacts and model runs also have ``transcript_facts`` (null but for transcripts)."""
         ids = list(conversation_ids)
+        if not ids:
+            ids = [""]  # no conversation is named "": every table comes back empty
+        # each IN list comes with the range of its ids: it adds nothing to the list but lets
+        # DuckDB skip the row groups outside it by their min/max (an IN list alone reads the
+        # whole table, so a chunk's graph would cost more as the store grows)
         conv = "SELECT unnest(?::VARCHAR[])"
+        within = "BETWEEN ? AND ?"
+        scope = [min(ids), max(ids), ids]  # the parameters of "{within} AND ... IN ({conv})"
         runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
-                f"WHERE export_id = ? AND conversation_id IN ({conv})")
+                f"WHERE export_id = ? AND conversation_id {within} AND conversation_id IN ({conv})")
         out: dict[str, pa.Table] = {}
         for name in GRAPH_TABLES:
             cols = cols_of(name, "t") + self.facts_column(name, "t")
             if name in _OWN_CONVERSATION:
                 sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
-                       f"WHERE t.export_id = ? AND t.conversation_id IN ({conv})")
-                params: list[Any] = [export_id, ids]
+                       f"WHERE t.export_id = ? AND t.conversation_id {within} "
+                       f"AND t.conversation_id IN ({conv})")
+                params: list[Any] = [export_id, *scope]
             elif name in _THROUGH_RUN:
                 sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
-                       f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id WHERE t.export_id = ?")
-                params = [export_id, ids, export_id]
-            else:  # tool_artifacts: through the branch, the owner run or the tool call
-                sql = (
-                    f"WITH runs AS ({runs}), "
-                    "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
-                    f"       WHERE export_id = ? AND conversation_id IN ({conv})), "
-                    "calls AS (SELECT DISTINCT r.cid, c.tool_call_id FROM tool_calls c "
-                    "          JOIN runs r ON r.model_run_id = c.model_run_id WHERE c.export_id = ?), "
-                    "arts AS (SELECT rowid AS rid, branch_id, owner_model_run_id, tool_call_id "
-                    "         FROM tool_artifacts WHERE export_id = ?), "
-                    "pairs AS (SELECT br.cid, a.rid FROM arts a JOIN br ON br.branch_id = a.branch_id "
-                    "          UNION SELECT r.cid, a.rid FROM arts a JOIN runs r ON r.model_run_id = a.owner_model_run_id "
-                    "          UNION SELECT c.cid, a.rid FROM arts a JOIN calls c ON c.tool_call_id = a.tool_call_id) "
-                    f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
-                    "JOIN pairs p ON p.rid = t.rowid"
-                )
-                params = [export_id, ids, export_id, ids, export_id, export_id]
+                       f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id "
+                       f"WHERE t.export_id = ? AND t.model_run_id {within}")
+                params = [export_id, *scope, export_id, *_span(out["model_runs"], "model_run_id")]
+            else:  # tool_artifacts: see _artifact_rows
+                sql, params = self._artifact_rows(cols, export_id, runs, scope, out)
             out[name] = self._arrow(
                 f"{sql} ORDER BY graph_conversation_id, "
                 + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
                 params,
             )
         return out
+
+    def _artifact_rows(self, cols: str, export_id: str, runs: str, scope: list[Any],
+                       fetched: dict[str, pa.Table]) -> tuple[str, list[Any]]:
+        """The query of the chunk's tool_artifacts rows: an artifact belongs to a
+        conversation through its branch, its owner run or its tool call. Which rows, each
+        with its conversation, is found first (each way scanning only the span of its ids
+        among the rows ``fetched`` already: branches, runs, calls), then those rows are read
+        by rowid, within their span: two small reads instead of the whole table twice."""
+        conv = "SELECT unnest(?::VARCHAR[])"
+        pairs = self._arrow(
+            f"WITH runs AS ({runs}), "
+            "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
+            f"       WHERE export_id = ? AND conversation_id BETWEEN ? AND ? "
+            f"       AND conversation_id IN ({conv})), "
+            "calls AS (SELECT DISTINCT r.cid, c.tool_call_id FROM tool_calls c "
+            "          JOIN runs r ON r.model_run_id = c.model_run_id "
+            "          WHERE c.export_id = ? AND c.model_run_id BETWEEN ? AND ?) "
+            "SELECT br.cid, a.rowid AS rid FROM tool_artifacts a JOIN br ON br.branch_id = a.branch_id "
+            "WHERE a.export_id = ? AND a.branch_id BETWEEN ? AND ? "
+            "UNION SELECT r.cid, a.rowid FROM tool_artifacts a "
+            "JOIN runs r ON r.model_run_id = a.owner_model_run_id "
+            "WHERE a.export_id = ? AND a.owner_model_run_id BETWEEN ? AND ? "
+            "UNION SELECT c.cid, a.rowid FROM tool_artifacts a JOIN calls c ON c.tool_call_id = a.tool_call_id "
+            "WHERE a.export_id = ? AND a.tool_call_id BETWEEN ? AND ?",
+            [export_id, *scope, export_id, *scope,
+             export_id, *_span(fetched["model_runs"], "model_run_id"),
+             export_id, *_span(fetched["branches"], "branch_id"),
+             export_id, *_span(fetched["model_runs"], "model_run_id"),
+             export_id, *_span(fetched["tool_calls"], "tool_call_id")],
+        )
+        rids = pairs.column("rid")
+        low, high = (pc.min(rids).as_py(), pc.max(rids).as_py()) if len(rids) else (0, -1)
+        sql = (f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
+               "JOIN (SELECT unnest(?::BIGINT[]) AS rid, unnest(?::VARCHAR[]) AS cid) p "
+               "ON p.rid = t.rowid WHERE t.rowid BETWEEN ? AND ?")
+        return sql, [rids.to_pylist(), pairs.column("cid").to_pylist(), low, high]

@@ -121,3 +121,36 @@ async def test_escape_stops_a_running_compare(sample_db: Path, monkeypatch: pyte
 def test_help_lists_the_compare_keys() -> None:
     text = help_text()
     assert "Compare versions" in text and "Compare again" in text
+
+
+@run_async
+async def test_the_compare_screen_compares_in_worker_processes(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store of more than one chunk is compared by one process per CPU from the app too
+    (its stderr is Textual's capture, its terminal the app's): the same answer."""
+    import replay.engine as engine
+
+    monkeypatch.setattr(engine, "REQUESTS_PER_CHUNK", 10)  # the sample goes to the workers
+    monkeypatch.setattr(engine, "available_cpus", lambda: 2)  # whatever this machine has
+    started: list[int] = []
+    real = engine.in_processes
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        started.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("replay.compare.in_processes", counted)
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await _compare(pilot, "v5", "v4")
+        for _ in range(200):
+            if screen.result is not None:
+                break
+            await pilot.pause(0.1)
+        assert started == [2]
+        result = screen.result
+        assert result is not None and result.requests == 52
+        safety = str(screen.query_one("#compare-safety").render())
+        for memory in CALENDAR:
+            assert memory in safety

@@ -3,6 +3,8 @@ request of the sample, summed. Every count compare reports must equal that sum."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -184,3 +186,39 @@ def test_a_cancelled_compare_in_processes_stops(sample_db: Path, registry) -> No
                        rows.append, cancelled=lambda: len(rows) >= 1, workers=2,
                        conversations_per_chunk=1)
     assert 1 <= len(rows) < 52
+
+
+def test_processes_start_when_stderr_has_no_descriptor(sample_db: Path, tmp_path: Path) -> None:
+    """In the app, stderr is Textual's capture, whose descriptor is -1: multiprocessing's
+    resource tracker, started with the first worker, then failed ("bad value(s) in
+    fds_to_keep") and the app crashed. The compare must run in its workers all the same."""
+    script = tmp_path / "compare_without_stderr.py"
+    script.write_text(f"""
+import io
+import sys
+
+import replay.engine as engine
+
+
+class Capture(io.StringIO):
+    def fileno(self) -> int:
+        return -1
+
+
+if __name__ == "__main__":
+    sys.stderr = Capture()
+    engine.REQUESTS_PER_CHUNK = 10  # the sample (52 requests) then goes to the workers
+    from ingest.store import Store
+    from replay.compare import compare
+    from replay.policy import load_registry
+
+    with Store.open({str(sample_db)!r}) as store:
+        result = compare(store, load_registry(None), "v4", "v5", workers=2)
+    print(result.requests, result.affected)
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Store.open(sample_db) as store:
+        here = compare(store, load_registry(None), "v4", "v5")
+    assert done.stdout.split() == [str(here.requests), str(here.affected)]
