@@ -103,37 +103,39 @@ def chunks(store: "Store", flt: "AssemblyFilter | str | None" = None,
            requests_per_chunk: int = REQUESTS_PER_CHUNK) -> Iterator[Chunk]:
     """The requests matching ``flt`` in chunks of whole conversations of one export, at
     most ``conversations_per_chunk`` of them and, unless one conversation is longer, about
-    ``requests_per_chunk`` requests; read from the store as they are needed (on a cursor of
-    their own, so the store answers other queries, such as a chunk's graph, meanwhile)."""
+    ``requests_per_chunk`` requests; read from the store as they are needed (the plan, one
+    row per conversation, streams on a cursor of its own, so the store answers other
+    queries, such as a chunk's requests and graph, meanwhile)."""
     with store.cursor() as reader:
-        yield from _chunks(reader, flt, conversations_per_chunk, requests_per_chunk)
+        yield from _chunks(reader, store, flt, conversations_per_chunk, requests_per_chunk)
 
 
-def _chunks(store: "Store", flt: "AssemblyFilter | str | None",
+def _chunks(planner: "Store", store: "Store", flt: "AssemblyFilter | str | None",
             conversations_per_chunk: int, requests_per_chunk: int) -> Iterator[Chunk]:
-    pending: list[pa.RecordBatch] = []
-    held = 0  # requests in ``pending``
-    conversations: list[str] = []
+    """The walk's plan is one small row per conversation (its requests matching ``flt``),
+    streamed from ``planner``; each chunk's requests are read from ``store`` when it is
+    due, so only one chunk's are held (and sorted) at a time."""
     export: str | None = None
-    for batch in store.iter_assembly_requests(flt):
-        exports = batch.column("export_id").to_pylist()
-        convs = batch.column("conversation_id").to_pylist()
-        start = 0
-        for i, (e, c) in enumerate(zip(exports, convs)):
-            if e == export and conversations and c == conversations[-1]:
-                continue
-            full = (e != export or len(conversations) >= conversations_per_chunk
-                    or held + i - start >= requests_per_chunk)
-            if full and conversations:
-                pending.append(batch.slice(start, i - start))
-                yield _chunk(export, conversations, pending)
-                pending, conversations, start, held = [], [], i, 0
+    conversations: list[str] = []
+    held = 0  # requests in ``conversations``
+    for batch in planner.iter_conversation_sizes(flt):
+        for e, c, n in zip(*(batch.column(name).to_pylist()
+                             for name in ("export_id", "conversation_id", "requests"))):
+            if conversations and (e != export or len(conversations) >= conversations_per_chunk
+                                  or held >= requests_per_chunk):
+                yield _chunk(store, export, conversations, flt)
+                conversations, held = [], 0
             export = e
             conversations.append(c)
-        pending.append(batch.slice(start))
-        held += batch.num_rows - start
+            held += n
     if conversations:
-        yield _chunk(export, conversations, pending)
+        yield _chunk(store, export, conversations, flt)
+
+
+def _chunk(store: "Store", export: str | None, conversations: list[str],
+           flt: "AssemblyFilter | str | None") -> Chunk:
+    requests = store.conversation_requests(str(export), conversations, flt)
+    return Chunk(str(export), tuple(conversations), requests)
 
 
 T = TypeVar("T")
@@ -259,11 +261,6 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for process in list((getattr(pool, "_processes", None) or {}).values()):
         process.terminate()
-
-
-def _chunk(export: str | None, conversations: list[str], batches: list[pa.RecordBatch]) -> Chunk:
-    table = pa.Table.from_batches([b for b in batches if b.num_rows] or batches[:1])
-    return Chunk(str(export), tuple(conversations), table)
 
 
 def replay_chunk(store: "Store", chunk: Chunk, registry: PolicyRegistry,

@@ -107,17 +107,36 @@ class RequestQueries(Database):
             params,
         )
 
-    def iter_assembly_requests(self, flt: AssemblyFilter | str | None = None,
-                               batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
-        """``assembly_requests`` as record batches read as they are needed (whole-store
-        replays walk it without holding every request)."""
+    def iter_conversation_sizes(self, flt: AssemblyFilter | str | None = None,
+                                batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+        """(export_id, conversation_id, requests): how many requests matching ``flt`` each
+        conversation has, in (export, conversation) order, as record batches read as they
+        are needed: the plan of a whole-store walk (one small row per conversation; the
+        requests themselves are read chunk by chunk, ``conversation_requests``)."""
         where, params = filter_sql(as_filter(flt))
         return self._batches(
+            "SELECT export_id, conversation_id, count(*) AS requests FROM assembly_summary "
+            f"WHERE {where} GROUP BY export_id, conversation_id ORDER BY export_id, conversation_id",
+            params, batch_rows,
+        )
+
+    def conversation_requests(self, export_id: str, conversation_ids: list[str],
+                              flt: AssemblyFilter | str | None = None) -> pa.Table:
+        """``assembly_requests`` of a few conversations of one export (matching ``flt``), in
+        the same order. The range of the ids lets DuckDB skip the row groups outside it, so
+        reading a chunk does not cost more as the store grows, and only the chunk is sorted
+        (sorting the whole store's requests at once took 850 MB at 1,000,000 requests)."""
+        where, params = filter_sql(as_filter(flt))
+        ids = list(conversation_ids) or [""]
+        return self._arrow(
             f"SELECT {cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
             "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
-            f"      WHERE {where}) s ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
-            "ORDER BY a.export_id, a.conversation_id, a.assembled_at, a.assembly_id",
-            params, batch_rows,
+            f"      WHERE export_id = ? AND conversation_id BETWEEN ? AND ? "
+            f"      AND conversation_id IN (SELECT unnest(?::VARCHAR[])) AND ({where})) s "
+            "ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
+            "WHERE a.export_id = ? AND a.conversation_id BETWEEN ? AND ? "
+            "ORDER BY a.conversation_id, a.assembled_at, a.assembly_id",
+            [export_id, min(ids), max(ids), ids, *params, export_id, min(ids), max(ids)],
         )
 
     def request_details(self, assembly_ids: list[str]) -> pa.Table:
