@@ -140,6 +140,12 @@ def _chunk(store: "Store", export: str | None, conversations: list[str],
 
 T = TypeVar("T")
 
+# DuckDB keeps the table blocks a process reads cached up to its memory limit (80% of the
+# machine by default), so a worker reading chunk after chunk grew with the store (1,064 MB
+# at 1,000,000 requests against 576 MB at 100,000). Capped, the blocks of chunks done are
+# dropped; a chunk's own queries need far less (measured with duckdb_memory()).
+WORKER_MEMORY = "256MB"
+
 
 def available_cpus() -> int:
     """The CPUs this process may run on (a container's limit, not the machine's count)."""
@@ -170,7 +176,9 @@ def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
-    _WORKER.update(store=Store.open(path), task=task)
+    store = Store.open(path)
+    store.cap_memory(WORKER_MEMORY)
+    _WORKER.update(store=store, task=task)
     if start is not None:
         start(*start_args)
 

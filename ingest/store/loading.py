@@ -10,6 +10,9 @@ transaction (its WAL makes a killed writer's work all there or absent), so the c
 with the export, not with the store. Only when a reader holds the store open (DuckDB lets
 no process write a file another one reads) is the store copied, the copy written, and
 renamed over it, so the reader keeps answering from the version it opened.
+
+(A little over 500 lines: the lock, the DDL and the atomic write are one procedure, and
+splitting it would scatter the crash-safety argument above across modules.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ values a filter can take, verify's work list and the per-scenario token totals.
 
 All of them read ``assembly_summary`` (one row per assembly, built at ingest) with the
 filter compiled by ``ingest.filters.filter_sql``; the sort column is checked against
-``LIST_COLUMNS``.
+``LIST_COLUMNS``. The walk of whole-store replays reads here too (the conversations'
+sizes, then each chunk's requests). A little over 500 lines: each query is kept beside the
+method that names what it answers.
 """
 
 from __future__ import annotations
