@@ -185,7 +185,7 @@ def test_a_cancelled_compare_in_processes_stops(sample_db: Path, registry) -> No
         compare_chunks(store, registry, "v4", "v5", parse_filter(None), Comparison("v4", "v5", ""),
                        rows.append, cancelled=lambda: len(rows) >= 1, workers=2,
                        conversations_per_chunk=1)
-    assert 1 <= len(rows) < 52
+    assert 0 < len(rows) < 52  # stopped after the first chunk, not at the end
 
 
 def test_processes_start_when_stderr_has_no_descriptor(sample_db: Path, tmp_path: Path) -> None:
