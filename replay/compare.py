@@ -389,11 +389,13 @@ def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
     order), tallied into ``result``; returns (assembly_id, safety_regressions,
     safety_fixes). The findings of the whole chunk come from one SQL query per side
     (``graph_findings``); only the few findings themselves become Python values."""
-    wanted = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"],
-                                            pa.array(ids, pa.string())))
-    sides = [_by_assembly(graph_findings(con, graphs, chunk.export_id, wanted, side, registry))
-             for side in (side_a, side_b)]
     counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
+    sides: list[dict[str, set[tuple[str, str, str]]]] = [{}, {}]
+    if ids:  # a chunk whose selections are all equal needs no query
+        wanted = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"],
+                                                pa.array(ids, pa.string())))
+        sides = [_by_assembly(graph_findings(con, graphs, chunk.export_id, wanted, side,
+                                             registry)) for side in (side_a, side_b)]
     for aid in ids:
         a, b = sides[0].get(aid, set()), sides[1].get(aid, set())
         # as SafetyDelta.between: B's findings A has not, and A's B has not, by record
