@@ -75,6 +75,9 @@ created by ``assembled_at``, replayed raw.
 Other assemblers plug in through the entry point group ``contextlens.assemblers``
 (see docs/assemblers.md): an object with ``name``, ``version`` and
 ``assemble(snapshot, request, policy) -> Assembly``.
+
+(Long on purpose: this is the oracle. Its stages stay in one module, in the order they run,
+so a reader follows a record from candidate to prompt without leaving the file.)
 """
 
 from __future__ import annotations

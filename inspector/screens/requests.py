@@ -3,6 +3,9 @@
 The table holds pages of ``PAGE_ROWS`` rows fetched from ``Store.list_assemblies``; moving
 the cursor near the last loaded row fetches the next page. Counts are "N of M": N requests
 match the filter, M are in the store.
+
+(A little over 500 lines: paging, the debounced filter, sorting, loading ahead and the lint
+column are the one screen's behaviour, each kept beside the events that drive it.)
 """
 
 from __future__ import annotations
