@@ -140,11 +140,6 @@ def _chunk(store: "Store", export: str | None, conversations: list[str],
 
 T = TypeVar("T")
 
-# DuckDB keeps the table blocks a process reads cached up to its memory limit (80% of the
-# machine by default), so a worker reading chunk after chunk grew with the store (1,064 MB
-# at 1,000,000 requests against 576 MB at 100,000). Capped, the blocks of chunks done are
-# dropped; a chunk's own queries need far less (measured with duckdb_memory()).
-WORKER_MEMORY = "256MB"
 
 
 def available_cpus() -> int:
@@ -176,15 +171,24 @@ def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
-    store = Store.open(path)
-    store.cap_memory(WORKER_MEMORY)
-    _WORKER.update(store=store, task=task)
+    _WORKER.update(store=Store.open(path), path=path, task=task)
     if start is not None:
         start(*start_args)
 
 
 def _worker_task(chunk: Chunk) -> Any:
-    return _WORKER["task"](_WORKER["store"], chunk)
+    try:
+        return _WORKER["task"](_WORKER["store"], chunk)
+    finally:
+        # DuckDB keeps every table block a process reads cached up to its memory limit (80%
+        # of the machine), so a worker reading chunk after chunk grew with the store (1,064 MB
+        # at 1,000,000 requests against 576 MB at 100,000). Reopened, the store starts each
+        # chunk with an empty cache. A lower memory limit would do the same but fail a chunk
+        # whose rows (long transcripts) outgrow it.
+        from ingest.store import Store
+
+        _WORKER["store"].close()
+        _WORKER["store"] = Store.open(_WORKER["path"])
 
 
 def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],

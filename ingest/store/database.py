@@ -153,12 +153,6 @@ class Database:
         with self._lock:
             self._con.close()
 
-    def cap_memory(self, limit: str) -> None:
-        """Cap DuckDB's memory for this database (e.g. "256MB"): table blocks read by
-        earlier queries are dropped past it instead of staying cached."""
-        with self._lock, self._one_line_errors():
-            self._con.execute("SET memory_limit = ?", [limit])
-
     def table_columns(self, table: str) -> list[str]:
         """Column names of a store table (empty if the table does not exist)."""
         t = self._arrow(
