@@ -39,9 +39,17 @@ async def palette(pilot: Any, query: str, wanted: str) -> list[str]:
         commands = pilot.app.screen.query_one(CommandList)
         offered = [str(commands.get_option_at_index(i).prompt).split("\n")[0]
                    for i in range(commands.option_count)]
-        if any(o.startswith(wanted) for o in offered):
+        # The list is final once the palette's search has finished: a hit that arrives
+        # later reorders it, and the index ``choose`` picks would name another command.
+        if any(o.startswith(wanted) for o in offered) and not searching(pilot.app):
             return offered
     raise AssertionError(f"the palette never offered {wanted!r} for {query!r}: {offered}")
+
+
+def searching(app: Any) -> bool:
+    """Whether the command palette is still gathering commands for what was typed."""
+    return any(w.group == CommandPalette._GATHER_COMMANDS_GROUP and not w.is_finished
+               for w in app.workers)
 
 
 async def choose(pilot: Any, offered: list[str], wanted: str) -> None:
