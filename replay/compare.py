@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -128,6 +129,68 @@ FROM r
 # record's own (kind, id, rendering) only (replay/safety.py, record_findings), so a record
 # included on both sides with the same rendering has the same findings on both and is never
 # a regression or a fix. Only the records whose inclusion or rendering changed are judged.
+PAIR_CHANGES = ("newly_included", "newly_omitted", "rerendered", "reason_changed", "moved",
+                "unchanged")
+
+
+def aligned_pairs(side_a: pa.Table, side_b: pa.Table) -> pa.Table | None:
+    """``_PAIRS_SQL``'s result computed row by row, when both sides hold the same records in
+    the same order (two replays of one chunk share its candidate rows, in (assembly_id,
+    record_kind, record_id) order): no join on three strings. None when they do not (a
+    recording, or a replay by another assembler), for the SQL to pair them by key. The
+    rows keep the sides' order."""
+    n = side_a.num_rows
+    if side_b.num_rows != n or not all(side_a[k].equals(side_b[k])
+                                       for k in ("assembly_id", "record_kind", "record_id")):
+        return None
+    ia = np.asarray(pc.fill_null(pc.equal(side_a["decision"], "included"), False))
+    ib = np.asarray(pc.fill_null(pc.equal(side_b["decision"], "included"), False))
+    both = ia & ib
+
+    def distinct(name: str) -> np.ndarray:  # SQL's IS DISTINCT FROM
+        x, y = side_a[name], side_b[name]
+        differ = np.asarray(pc.fill_null(pc.not_equal(x, y), True))
+        return differ & ~(np.asarray(x.is_null()) & np.asarray(y.is_null()))
+
+    # "moved": the rank among the records both include, by position, differs; rows are in
+    # (assembly, kind, id) order and positions are distinct within an assembly
+    ids = side_a["assembly_id"]
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = np.asarray(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+    group = np.cumsum(starts) - 1
+    moved = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(both)
+    if len(rows):
+        g = group[rows]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = g[1:] != g[:-1]
+        start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
+
+        def rank(side: pa.Table) -> np.ndarray:
+            pos = np.asarray(pc.fill_null(side["position"], 0))[rows]
+            order = np.lexsort((pos, g))
+            out = np.empty(len(rows), dtype=np.int64)
+            out[order] = np.arange(len(rows)) - start
+            return out
+
+        moved[rows] = rank(side_a) != rank(side_b)
+    rerendered, reason_changed = distinct("rendering"), distinct("reason_code")
+    change = np.select(
+        [ib & ~ia, ia & ~ib, both & rerendered, both & reason_changed, both & moved, both,
+         reason_changed],
+        [0, 1, 2, 3, 4, 5, 3], default=5)
+    newly_in = pa.array(ib & ~ia)
+    return pa.table({
+        "assembly_id": ids, "record_kind": side_a["record_kind"],
+        "record_id": side_a["record_id"], "ia": pa.array(ia), "ib": pa.array(ib),
+        "a_tok": side_a["tokens"], "b_tok": side_b["tokens"],
+        "ar": side_a["rendering"], "br": side_b["rendering"],
+        "change": pa.array(PAIR_CHANGES, pa.string()).take(pa.array(change.astype(np.int32))),
+        "reason": pc.if_else(newly_in, side_a["reason_code"], side_b["reason_code"]),
+    })
+
+
 _SAFETY_ROWS_SQL = """
 SELECT s.* FROM {side} s SEMI JOIN pairs p
   ON p.assembly_id = s.assembly_id AND p.record_kind = s.record_kind AND p.record_id = s.record_id
@@ -595,7 +658,10 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     con.register("side_a", side_a)
     con.register("side_b", side_b)
     con.register("requests", requests)
-    pairs = con.sql(_PAIRS_SQL).to_arrow_table()
+    pairs = aligned_pairs(side_a, side_b)
+    aligned = pairs is not None
+    if pairs is None:
+        pairs = con.sql(_PAIRS_SQL).to_arrow_table()
     con.register("pairs", pairs)
     per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
     con.register("privacy", _privacy(store, chunk, pairs))
@@ -606,10 +672,13 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
                        per_request["rerendered"])
     differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
-    safety = _safety(result, registry, chunk, graphs, con,
-                     con.sql(_SAFETY_ROWS_SQL.format(side="side_a")).to_arrow_table(),
-                     con.sql(_SAFETY_ROWS_SQL.format(side="side_b")).to_arrow_table(),
-                     differs)
+    if aligned:  # the changed records are the same rows of both sides
+        judged = pc.is_in(pairs["change"], pa.array(CHANGES))
+        rows_a, rows_b = side_a.filter(judged), side_b.filter(judged)
+    else:
+        rows_a, rows_b = (con.sql(_SAFETY_ROWS_SQL.format(side=side)).to_arrow_table()
+                          for side in ("side_a", "side_b"))
+    safety = _safety(result, registry, chunk, graphs, con, rows_a, rows_b, differs)
     # this chunk's graph and replays are dropped as soon as they are used, or the next
     # chunk's are built while these are still alive
     del graphs, side_a, side_b, pairs

@@ -222,3 +222,66 @@ if __name__ == "__main__":
     with Store.open(sample_db) as store:
         here = compare(store, load_registry(None), "v4", "v5")
     assert done.stdout.split() == [str(here.requests), str(here.affected)]
+
+
+# ------------------------------------------------- aligned pairing = the pairing SQL
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay.compare import _PAIRS_SQL, aligned_pairs
+from replay.engine import REPLAY_SCHEMA
+
+_RECORD = st.tuples(st.booleans(), st.sampled_from([None, "full", "summary", "stale_marker"]),
+                    st.sampled_from(["in_window", "stale", "over_budget"]),
+                    st.integers(0, 50))
+
+
+@st.composite
+def _two_sides(draw: Any) -> tuple[pa.Table, pa.Table]:
+    """Two replays of the same records (same keys, same order), decided at random;
+    positions distinct among each assembly's included records, as a replay gives them."""
+    keys = sorted(draw(st.sets(st.tuples(st.sampled_from(["as1", "as2", "as3"]),
+                                         st.sampled_from(["message", "tool_memory"]),
+                                         st.sampled_from([f"r{i}" for i in range(8)])),
+                               max_size=30)))
+
+    def side() -> pa.Table:
+        rows = [dict(zip(("assembly_id", "record_kind", "record_id"), k)) for k in keys]
+        for row in rows:
+            included, rendering, reason, tokens = draw(_RECORD)
+            row.update(decision="included" if included else "omitted",
+                       rendering=(rendering or "full") if included else None,
+                       reason_code=reason, tokens=tokens, policy_family="budget")
+        for aid in {r["assembly_id"] for r in rows}:
+            mine = [r for r in rows if r["assembly_id"] == aid and r["decision"] == "included"]
+            for pos, r in zip(draw(st.permutations(range(len(mine)))), mine):
+                r["position"] = pos
+        return pa.Table.from_pylist(rows, schema=REPLAY_SCHEMA)
+
+    return side(), side()
+
+
+@settings(max_examples=150, deadline=None)
+@given(_two_sides())
+def test_aligned_pairing_classifies_as_the_pairing_sql(sides: tuple[pa.Table, pa.Table]) -> None:
+    side_a, side_b = sides
+    con = duckdb.connect()
+    con.register("side_a", side_a)
+    con.register("side_b", side_b)
+    by_sql = con.sql(_PAIRS_SQL).to_arrow_table()
+    aligned = aligned_pairs(side_a, side_b)
+    assert aligned is not None
+    key = [("assembly_id", "ascending"), ("record_kind", "ascending"), ("record_id", "ascending")]
+    assert aligned.select(by_sql.column_names).sort_by(key).to_pylist() == \
+        by_sql.sort_by(key).to_pylist()
+
+
+def test_sides_with_other_records_are_left_to_the_sql() -> None:
+    row = {"assembly_id": "as1", "record_kind": "message", "record_id": "m1",
+           "decision": "included", "rendering": "full", "position": 0,
+           "policy_family": "budget", "reason_code": "in_window", "tokens": 3}
+    side = pa.Table.from_pylist([row], schema=REPLAY_SCHEMA)
+    other = pa.Table.from_pylist([{**row, "record_id": "m2"}], schema=REPLAY_SCHEMA)
+    assert aligned_pairs(side, other) is None
+    assert aligned_pairs(side, side.slice(0, 0)) is None
