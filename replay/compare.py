@@ -457,8 +457,8 @@ def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
     if ids:  # a chunk whose selections are all equal needs no query
         wanted = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"],
                                                 pa.array(ids, pa.string())))
-        sides = [_by_assembly(graph_findings(con, graphs, chunk.export_id, wanted, side,
-                                             registry)) for side in (side_a, side_b)]
+        sides = [_by_assembly(found) for found in graph_findings(
+            con, graphs, chunk.export_id, wanted, (side_a, side_b), registry)]
     for aid in ids:
         a, b = sides[0].get(aid, set()), sides[1].get(aid, set())
         # as SafetyDelta.between: B's findings A has not, and A's B has not, by record

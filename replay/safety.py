@@ -35,7 +35,7 @@ for the same findings are ``LINT_RULES`` (the lint keeps the names it always had
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -269,29 +269,43 @@ def safety_findings(snapshot: Snapshot, request: Request, records: list[dict[str
     return SafetyContext(snapshot, request, registry).findings(records)
 
 
+# each side's assembly ids in graph_findings' one query: "0|as1", "1|as1"
+_SIDE_TAG = "{}|"
+
 # the graph tables the SQL form of the rules reads
 _SQL_GRAPH_TABLES = ("branches", "participants", "messages", "model_runs", "tool_calls",
                      "tool_artifacts", "tool_memories")
 
 
 def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table],
-                   export_id: str, requests: pa.Table, records: pa.Table,
-                   registry: "PolicyRegistry | None") -> pa.Table:
+                   export_id: str, requests: pa.Table, sides: Sequence[pa.Table],
+                   registry: "PolicyRegistry | None") -> list[pa.Table]:
     """The findings of many assemblies of one chunk of conversations at once, in SQL.
 
     The same rules as ``SafetyContext.findings`` in their SQL form (the lint's,
     ``ingest.store.lint.safety_query``; tests hold the two equal), run on ``con`` over
     ``graphs`` (``Store.conversation_graphs`` of the chunk), ``requests``
-    (context_assemblies rows with export_id) and ``records`` (assembly_id, record_kind,
-    record_id, decision, rendering rows of those requests: recorded or replayed). Compare
-    judges whole chunks this way instead of building each request's Python context.
-    Returns (assembly_id, record_kind, record_id, finding), one row per finding."""
+    (context_assemblies rows with export_id) and each of ``sides`` (assembly_id,
+    record_kind, record_id, decision, rendering rows of those requests: recorded or
+    replayed). Compare judges whole chunks this way instead of building each request's
+    Python context, both sides in one query (each side's requests under ids of its own).
+    Returns, per side, (assembly_id, record_kind, record_id, finding): one row per finding."""
+    if not 0 < len(sides) <= 10:  # one-digit tags
+        raise ValueError("graph_findings judges one to ten sides")
     sql, params = safety_query("TRUE", standard_windows(registry), standard_blocked(registry))
+
+    def tagged(table: pa.Table, side: int) -> pa.Table:
+        """``table`` with each assembly id prefixed by the side's tag."""
+        ids = pc.binary_join_element_wise(_SIDE_TAG.format(side), table["assembly_id"], "")
+        return table.set_column(table.schema.get_field_index("assembly_id"), "assembly_id", ids)
+
+    requests = pa.concat_tables([tagged(requests, i) for i in range(len(sides))])
     views = {name: graphs[name] for name in _SQL_GRAPH_TABLES}
     views["context_assemblies"] = requests
     views["assembly_summary"] = requests.select(["export_id", "assembly_id"])
-    views["assembly_records"] = records.select(
-        ["assembly_id", "record_kind", "record_id", "decision", "rendering"])
+    views["assembly_records"] = pa.concat_tables([
+        tagged(side.select(["assembly_id", "record_kind", "record_id", "decision", "rendering"]), i)
+        for i, side in enumerate(sides)])
     for name, table in views.items():
         if "graph_conversation_id" in table.column_names:
             table = table.drop_columns(["graph_conversation_id"])
@@ -309,4 +323,9 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
             con.unregister(name)
     finding = pc.fill_null(pa.array([_FINDING_OF_RULE.get(r, r) for r in
                                      found.column("invariant").to_pylist()], pa.string()), "")
-    return found.drop_columns(["invariant"]).append_column("finding", finding)
+    found = found.drop_columns(["invariant"]).append_column("finding", finding)
+    ids = found["assembly_id"]
+    tag_length = len(_SIDE_TAG.format(0))
+    found = found.set_column(0, "assembly_id", pc.utf8_slice_codeunits(ids, tag_length))
+    side_of = pc.utf8_slice_codeunits(ids, 0, tag_length)
+    return [found.filter(pc.equal(side_of, _SIDE_TAG.format(i))) for i in range(len(sides))]

@@ -132,21 +132,25 @@ def test_sql_findings_of_a_chunk_equal_the_function_on_random_graphs(
         ("messages", "message", "message_id"), ("tool_calls", "tool_call", "tool_call_id"),
         ("tool_artifacts", "tool_artifact", "artifact_id"),
         ("tool_memories", "tool_memory", "memory_id")) for row in snap.tables[table]]
-    rows, want = [], set()
+    # two sides, as compare judges them: each request's records drawn twice
+    sides: list[list[dict]] = [[], []]
+    wants: list[set] = [set(), set()]
     for req in reqs:
-        mine = [{"assembly_id": req.assembly_id, "record_kind": kind, "record_id": rid,
-                 "decision": rnd.choice(["included", "included", "omitted"]),
-                 "rendering": rnd.choice(RENDERINGS)} for kind, rid in ids]
-        rows += mine
-        want |= {(req.assembly_id, f["record_kind"], f["record_id"], f["finding"])
-                 for f in SafetyContext(snap, req, registry).findings(mine)}
+        for rows, want in zip(sides, wants):
+            mine = [{"assembly_id": req.assembly_id, "record_kind": kind, "record_id": rid,
+                     "decision": rnd.choice(["included", "included", "omitted"]),
+                     "rendering": rnd.choice(RENDERINGS)} for kind, rid in ids]
+            rows += mine
+            want |= {(req.assembly_id, f["record_kind"], f["record_id"], f["finding"])
+                     for f in SafetyContext(snap, req, registry).findings(mine)}
     requests = requests_table(reqs)
     requests = requests.append_column("export_id", pa.array(["exp"] * len(reqs), pa.string()))
     found = graph_findings(duckdb.connect(), graphs_from_snapshots({"c": snap}), "exp",
-                           requests, pa.Table.from_pylist(rows), registry)
-    got = set(zip(*(found.column(c).to_pylist()
-                    for c in ("assembly_id", "record_kind", "record_id", "finding"))))
-    assert got == want, f"seed {seed}: only SQL {sorted(got - want)[:3]}, only function {sorted(want - got)[:3]}"
+                           requests, [pa.Table.from_pylist(rows) for rows in sides], registry)
+    for side, want in zip(found, wants):
+        got = set(zip(*(side.column(c).to_pylist()
+                        for c in ("assembly_id", "record_kind", "record_id", "finding"))))
+        assert got == want, f"seed {seed}: only SQL {sorted(got - want)[:3]}, only function {sorted(want - got)[:3]}"
 
 
 RENDERINGS = ["verbatim", "rehydrated_raw", "compact_memory", "summary", "reference", None]
