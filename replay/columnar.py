@@ -963,10 +963,17 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
         rank, _ = _groups(a, order, n_a)
         position[order] = rank
     final_tokens = np.where(alive, shown, tokens)
+    if "keys" not in cand:
+        # the same rows for every replay of these candidates (compare's two sides): taken
+        # once, and the sides then share their key columns
+        src = pa.array(cand["src"], pa.int64())
+        cand["keys"] = (ids.take(pa.array(a, pa.int64())), cand["kind"].take(src),
+                        cand["rid"].take(src))
+    assembly_id, record_kind, record_id = cand["keys"]
     records = pa.table({
-        "assembly_id": ids.take(pa.array(a, pa.int64())),
-        "record_kind": cand["kind"].take(pa.array(cand["src"], pa.int64())),
-        "record_id": cand["rid"].take(pa.array(cand["src"], pa.int64())),
+        "assembly_id": assembly_id,
+        "record_kind": record_kind,
+        "record_id": record_id,
         "decision": _strings(np.where(alive, 0, 1), ("included", "omitted")),
         "rendering": _strings(rend, RENDERINGS, alive),
         "position": pa.array(position, pa.int64(), mask=~alive),

@@ -435,14 +435,21 @@ def _recorded_side(store: "Store", chunk: Chunk) -> pa.Table:
                      for name in REPLAY_COLUMNS}, schema=REPLAY_SCHEMA)
 
 
-def _privacy(store: "Store", chunk: Chunk, pairs: pa.Table) -> pa.Table:
-    """(record_kind, record_id, privacy_class) of the chunk's changed artifacts and memories."""
-    changed = pairs.filter(pc.is_in(pairs["change"], pa.array(CHANGES)))
-    ids = {}
-    for kind in ("tool_artifact", "tool_memory"):
-        mine = changed.filter(pc.equal(changed["record_kind"], kind))["record_id"]
-        ids[kind] = pc.unique(mine).to_pylist()
-    return store.record_privacy(chunk.export_id, ids["tool_artifact"], ids["tool_memory"])
+def _privacy(graphs: dict[str, pa.Table]) -> pa.Table:
+    """(record_kind, record_id, privacy_class) of the chunk's artifacts and memories, from
+    its graph (read already; a query of the store would read whole tables, each chunk)."""
+    parts = []
+    for table, kind, key in (("tool_artifacts", "tool_artifact", "artifact_id"),
+                             ("tool_memories", "tool_memory", "memory_id")):
+        # a row reachable from two conversations of the chunk is in its graph twice
+        rows = graphs[table].select([key, "privacy_class"]).group_by(
+            [key, "privacy_class"]).aggregate([])
+        parts.append(pa.table({
+            "record_kind": pa.array([kind] * rows.num_rows, pa.string()),
+            "record_id": rows[key].cast(pa.string()),
+            "privacy_class": rows["privacy_class"].cast(pa.string()),
+        }))
+    return pa.concat_tables(parts)
 
 
 def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
@@ -664,7 +671,7 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
         pairs = con.sql(_PAIRS_SQL).to_arrow_table()
     con.register("pairs", pairs)
     per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
-    con.register("privacy", _privacy(store, chunk, pairs))
+    con.register("privacy", _privacy(graphs))
     for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
         result.groups[(change, kind, reason, privacy)] += n
     for change, n in con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall():

@@ -331,23 +331,14 @@ class AssemblyQueries(Database):
         # the range adds nothing to the IN list but lets DuckDB skip the row groups outside
         # it by their min/max (an IN list alone reads the whole table: a chunk's read then
         # grows with the store)
-        return self._arrow(
-            f"SELECT {cols_of('assembly_records')} FROM assembly_records WHERE export_id = ? "
-            "AND assembly_id BETWEEN ? AND ? AND assembly_id IN (SELECT unnest(?::VARCHAR[])) "
-            "ORDER BY assembly_id, record_kind, record_id",
-            [export_id, min(ids), max(ids), ids],
-        )
-
-    def record_privacy(self, export_id: str, artifact_ids: list[str],
-                       memory_ids: list[str]) -> pa.Table:
-        """record_kind, record_id, privacy_class of some artifacts and memories of one export."""
-        return self._arrow(
-            "SELECT 'tool_artifact' AS record_kind, artifact_id AS record_id, privacy_class "
-            "FROM tool_artifacts WHERE export_id = ? AND artifact_id IN (SELECT unnest(?::VARCHAR[])) "
-            "UNION ALL SELECT 'tool_memory', memory_id, privacy_class FROM tool_memories "
-            "WHERE export_id = ? AND memory_id IN (SELECT unnest(?::VARCHAR[]))",
-            [export_id, list(artifact_ids), export_id, list(memory_ids)],
-        )
+        with self._registered(_chunk_assemblies=pa.table({"aid": pa.array(ids, pa.string())})):
+            return self._arrow(
+                f"SELECT {cols_of('assembly_records')} FROM assembly_records WHERE export_id = ? "
+                "AND assembly_id BETWEEN ? AND ? "
+                "AND assembly_id IN (SELECT aid FROM _chunk_assemblies) "
+                "ORDER BY assembly_id, record_kind, record_id",
+                [export_id, min(ids), max(ids)],
+            )
 
     def recorded_decisions(self, assembly_id: str) -> pa.Table:
         """policy_decisions rows (contract columns) of one assembly, by step and decision id."""

@@ -179,6 +179,20 @@ class Database:
         with self._lock, self._one_line_errors():
             return self._con.sql(sql, params=list(params)).to_arrow_table()
 
+    @contextlib.contextmanager
+    def _registered(self, **tables: pa.Table) -> Iterator[None]:
+        """``tables`` readable by name in this connection's queries for the block: a list of
+        thousands of ids joins faster as a table than as a bound list parameter, which is
+        copied value by value."""
+        with self._lock:
+            for name, table in tables.items():
+                self._con.register(name, table)
+            try:
+                yield
+            finally:
+                for name in tables:
+                    self._con.unregister(name)
+
     def _dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         with self._lock, self._one_line_errors():
             cur = self._con.execute(sql, list(params))

@@ -122,44 +122,47 @@ class GraphQueries(Database):
         ids = list(conversation_ids)
         if not ids:
             ids = [""]  # no conversation is named "": every table comes back empty
-        # each IN list comes with the range of its ids: it adds nothing to the list but lets
-        # DuckDB skip the row groups outside it by their min/max (an IN list alone reads the
-        # whole table, so a chunk's graph would cost more as the store grows)
-        conv = "SELECT unnest(?::VARCHAR[])"
+        # the ids are a registered table (``_graph_conversations``), and each use comes with
+        # their range: it adds nothing to the list but lets DuckDB skip the row groups
+        # outside it by their min/max (the list alone reads the whole table, so a chunk's
+        # graph would cost more as the store grows)
+        conv = "SELECT cid FROM _graph_conversations"
         within = "BETWEEN ? AND ?"
-        scope = [min(ids), max(ids), ids]  # the parameters of "{within} AND ... IN ({conv})"
+        scope = [min(ids), max(ids)]  # the parameters of "{within} AND ... IN ({conv})"
         runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
                 f"WHERE export_id = ? AND conversation_id {within} AND conversation_id IN ({conv})")
         out: dict[str, pa.Table] = {}
-        for name in GRAPH_TABLES:
-            cols = cols_of(name, "t") + self.facts_column(name, "t")
-            if name in _OWN_CONVERSATION:
-                sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
-                       f"WHERE t.export_id = ? AND t.conversation_id {within} "
-                       f"AND t.conversation_id IN ({conv})")
-                params: list[Any] = [export_id, *scope]
-            elif name in _THROUGH_RUN:
-                sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
-                       f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id "
-                       f"WHERE t.export_id = ? AND t.model_run_id {within}")
-                params = [export_id, *scope, export_id, *_span(out["model_runs"], "model_run_id")]
-            else:  # tool_artifacts: see _artifact_rows
-                sql, params = self._artifact_rows(cols, export_id, runs, scope, out)
-            out[name] = self._arrow(
-                f"{sql} ORDER BY graph_conversation_id, "
-                + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
-                params,
-            )
+        with self._registered(_graph_conversations=pa.table({"cid": pa.array(ids, pa.string())})):
+            for name in GRAPH_TABLES:
+                cols = cols_of(name, "t") + self.facts_column(name, "t")
+                if name in _OWN_CONVERSATION:
+                    sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
+                           f"WHERE t.export_id = ? AND t.conversation_id {within} "
+                           f"AND t.conversation_id IN ({conv})")
+                    params: list[Any] = [export_id, *scope]
+                elif name in _THROUGH_RUN:
+                    sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
+                           f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id "
+                           f"WHERE t.export_id = ? AND t.model_run_id {within}")
+                    params = [export_id, *scope, export_id, *_span(out["model_runs"], "model_run_id")]
+                else:  # tool_artifacts: see _artifact_rows
+                    out[name] = self._artifact_rows(cols, export_id, runs, scope, out)
+                    continue
+                out[name] = self._arrow(
+                    f"{sql} ORDER BY graph_conversation_id, "
+                    + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
+                    params,
+                )
         return out
 
     def _artifact_rows(self, cols: str, export_id: str, runs: str, scope: list[Any],
-                       fetched: dict[str, pa.Table]) -> tuple[str, list[Any]]:
-        """The query of the chunk's tool_artifacts rows: an artifact belongs to a
-        conversation through its branch, its owner run or its tool call. Which rows, each
+                       fetched: dict[str, pa.Table]) -> pa.Table:
+        """The chunk's tool_artifacts rows (``conversation_graphs``): an artifact belongs to
+        a conversation through its branch, its owner run or its tool call. Which rows, each
         with its conversation, is found first (each way scanning only the span of its ids
         among the rows ``fetched`` already: branches, runs, calls), then those rows are read
         by rowid, within their span: two small reads instead of the whole table twice."""
-        conv = "SELECT unnest(?::VARCHAR[])"
+        conv = "SELECT cid FROM _graph_conversations"
         pairs = self._arrow(
             f"WITH runs AS ({runs}), "
             "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
@@ -183,7 +186,10 @@ class GraphQueries(Database):
         )
         rids = pairs.column("rid")
         low, high = (pc.min(rids).as_py(), pc.max(rids).as_py()) if len(rids) else (0, -1)
-        sql = (f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
-               "JOIN (SELECT unnest(?::BIGINT[]) AS rid, unnest(?::VARCHAR[]) AS cid) p "
-               "ON p.rid = t.rowid WHERE t.rowid BETWEEN ? AND ?")
-        return sql, [rids.to_pylist(), pairs.column("cid").to_pylist(), low, high]
+        with self._registered(_graph_artifacts=pairs):
+            return self._arrow(
+                f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
+                "JOIN _graph_artifacts p ON p.rid = t.rowid WHERE t.rowid BETWEEN ? AND ? "
+                "ORDER BY graph_conversation_id, "
+                + ", ".join(f"t.{q(c)}" for c in TABLES["tool_artifacts"].primary_key),
+                [low, high])

@@ -130,16 +130,17 @@ class RequestQueries(Database):
         (sorting the whole store's requests at once took 850 MB at 1,000,000 requests)."""
         where, params = filter_sql(as_filter(flt))
         ids = list(conversation_ids) or [""]
-        return self._arrow(
-            f"SELECT {cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
-            "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
-            f"      WHERE export_id = ? AND conversation_id BETWEEN ? AND ? "
-            f"      AND conversation_id IN (SELECT unnest(?::VARCHAR[])) AND ({where})) s "
-            "ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
-            "WHERE a.export_id = ? AND a.conversation_id BETWEEN ? AND ? "
-            "ORDER BY a.conversation_id, a.assembled_at, a.assembly_id",
-            [export_id, min(ids), max(ids), ids, *params, export_id, min(ids), max(ids)],
-        )
+        with self._registered(_chunk_conversations=pa.table({"cid": pa.array(ids, pa.string())})):
+            return self._arrow(
+                f"SELECT {cols_of('context_assemblies', 'a')}, a.export_id FROM context_assemblies a "
+                "JOIN (SELECT assembly_id, export_id FROM assembly_summary "
+                f"      WHERE export_id = ? AND conversation_id BETWEEN ? AND ? "
+                f"      AND conversation_id IN (SELECT cid FROM _chunk_conversations) AND ({where})) s "
+                "ON s.assembly_id = a.assembly_id AND s.export_id = a.export_id "
+                "WHERE a.export_id = ? AND a.conversation_id BETWEEN ? AND ? "
+                "ORDER BY a.conversation_id, a.assembled_at, a.assembly_id",
+                [export_id, min(ids), max(ids), *params, export_id, min(ids), max(ids)],
+            )
 
     def request_details(self, assembly_ids: list[str]) -> pa.Table:
         """For each of ``assembly_ids`` (a list page, in that order): ``request_no``, its

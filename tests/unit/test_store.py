@@ -457,7 +457,7 @@ def test_records_written_out_of_order_are_sorted_on_load(tmp_path: Path) -> None
             "SELECT list(assembly_id) FROM assembly_records").fetchall()[0][0][0] == "as1"
 
 
-def test_record_privacy_and_model_run_links(store: Store) -> None:
+def test_records_privacy_and_model_run_links(store: Store) -> None:
     rows = {(r["record_kind"], r["record_id"]): r["privacy_class"]
             for r in store.assembly_records("as1").to_pylist()}
     assert rows[("tool_memory", "m2")] == "user_private"
