@@ -285,3 +285,25 @@ def test_sides_with_other_records_are_left_to_the_sql() -> None:
     other = pa.Table.from_pylist([{**row, "record_id": "m2"}], schema=REPLAY_SCHEMA)
     assert aligned_pairs(side, other) is None
     assert aligned_pairs(side, side.slice(0, 0)) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(_two_sides(), st.sets(st.sampled_from(["as1", "as2", "as3", "as4"]), min_size=1))
+def test_aligned_per_request_sums_as_the_sql(sides: tuple[pa.Table, pa.Table],
+                                             asked: set[str]) -> None:
+    """Per request (one may have no records at all), the same sums and counts as the SQL."""
+    from replay.compare import _PER_REQUEST_SQL, aligned_per_request
+
+    side_a, side_b = sides
+    ids = sorted(asked | set(side_a["assembly_id"].to_pylist()))[::-1]  # a walk's order
+    requests = pa.table({"assembly_id": ids, "conversation_id": [f"c-{i}" for i in ids],
+                         "ord": pa.array(range(len(ids)), pa.int64())})
+    pairs = aligned_pairs(side_a, side_b)
+    con = duckdb.connect()
+    con.register("pairs", pairs)
+    con.register("requests", requests)
+    table, per_change = aligned_per_request(pairs, requests)
+    by_sql = con.sql(_PER_REQUEST_SQL).to_arrow_table()
+    assert table.to_pylist() == by_sql.to_pylist()
+    assert sorted(per_change) == sorted(
+        con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall())
