@@ -83,6 +83,7 @@ so a reader follows a record from candidate to prompt without leaving the file.)
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -875,13 +876,16 @@ def assemble(snapshot: Snapshot, request: Request, policy: Policy) -> Assembly:
 _REFERENCE = ReferenceAssembler()
 
 
-def _entry_points() -> list[Any]:
+@functools.lru_cache(maxsize=1)
+def _entry_points() -> tuple[Any, ...]:
+    """The group's entry points, read once a process: scanning every installed package's
+    metadata took 5 ms, a tenth of one replay + diff (packages do not change mid-run)."""
     from importlib.metadata import entry_points
 
     try:
-        return list(entry_points(group=ENTRY_POINT_GROUP))
+        return tuple(entry_points(group=ENTRY_POINT_GROUP))
     except Exception:  # pragma: no cover - broken metadata must not break the built-in
-        return []
+        return ()
 
 
 def available_assemblers() -> dict[str, AssemblerPlugin]:
