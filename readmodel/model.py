@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
     from replay.assembler import Assembly
     from replay.policy import PolicyRegistry
+    from replay.snapshot import Snapshot
 
 __all__ = ["RECORDED", "AnswerCache", "ReadModel", "ReplayCache"]
 
@@ -457,29 +458,43 @@ class ReadModel:
     def _deciding_key(self, request: dict[str, Any], version: str, decision: dict[str, Any],
                       record: dict[str, Any] | None) -> str | None:
         """The policy key whose change alone flips ``decision`` (checked by a replay), or None."""
-        from replay.snapshot import load_snapshot, request_from_row
+        from replay.snapshot import request_from_row
 
         context = {**request, "policy_version": version}
         if policy_key(context, decision, record) is None or version not in self.registry.versions():
             return None
-        cid, export_id = request["conversation_id"], request["export_id"]
-        # the conversation's graph, kept with the replays: the panel asks this for every
-        # record the cursor passes
-        snapshot = self.replays.get(("snapshot", cid, export_id),
-                                    lambda: load_snapshot(self.store, cid, export_id))
-        return deciding_key(snapshot, request_from_row(request), self.registry.get(version),
+        # the panel asks this for every record the cursor passes: the graph is cached
+        return deciding_key(self._snapshot(request), request_from_row(request), self.registry.get(version),
                             decision, record)
 
     # ------------------------------------------------------------------ replay and diff
 
-    def replayed(self, assembly_id: str, version: str) -> "Assembly":
-        """The request re-assembled under ``version`` (cached per request and version)."""
+    def _snapshot(self, request: Mapping[str, Any]) -> "Snapshot":
+        """The graph of a request's conversation (``request``: its context_assemblies row),
+        kept with the replays: a diff, its safety findings, a bisect and every record's
+        deciding key read it, and it is the largest read of all."""
+        from replay.snapshot import load_snapshot
+
+        cid, export_id = request["conversation_id"], request["export_id"]
+        return self.replays.get(("snapshot", cid, export_id),
+                                lambda: load_snapshot(self.store, cid, export_id))
+
+    def replayed(self, assembly_id: str, version: str,
+                 request: Mapping[str, Any] | None = None) -> "Assembly":
+        """The request re-assembled under ``version`` (cached per request and version) by
+        the reference assembler; ``request``: its row, if the caller has read it."""
+        from replay.assembler import get_assembler
+        from replay.snapshot import request_from_row
+
         registry = self.registry
-        registry.get(version)  # an unknown version fails before any work
-        return self.replays.get(
-            (assembly_id, version),
-            lambda: service.replay(self.store, assembly_id, version, registry),
-        )
+        policy = registry.get(version)  # an unknown version fails before any work
+
+        def run() -> "Assembly":
+            row = request if request is not None else self.store.assembly(assembly_id)
+            return get_assembler("reference").assemble(self._snapshot(row), request_from_row(row),
+                                                       policy)
+
+        return self.replays.get((assembly_id, version), run)
 
     def replay(self, assembly_id: str, version: str, reveal: bool = False) -> ReplayView:
         masker = Masker(reveal)
@@ -500,7 +515,8 @@ class ReadModel:
         """A = the recording (``against="recorded"``) or a replay under ``against``;
         B = a replay under ``version``."""
         from replay.diff import diff_records
-        from replay.safety import load_context
+        from replay.safety import SafetyContext
+        from replay.snapshot import request_from_row
 
         store = self.store
         masker = Masker(reveal)
@@ -509,15 +525,15 @@ class ReadModel:
         if against != RECORDED:
             registry.get(against)
         row = store.assembly(assembly_id)
-        b = self.replayed(assembly_id, version)
+        b = self.replayed(assembly_id, version, row)
         if against == RECORDED:
             a_records = service.recorded_records(store, assembly_id, row["export_id"])
             a_label = f"recorded {row['policy_version']}"
         else:
-            a_records = self.replayed(assembly_id, against).records
+            a_records = self.replayed(assembly_id, against, row).records
             a_label = f"replay {against}"
-        d = diff_records(a_records, b.records, a_label, f"replay {version}",
-                         context=load_context(store, assembly_id, registry),
+        context = SafetyContext(self._snapshot(row), request_from_row(row), registry)
+        d = diff_records(a_records, b.records, a_label, f"replay {version}", context=context,
                          a_recorded=against == RECORDED)
         return _diff_view(store, assembly_id, d, against, version, masker)
 
@@ -534,7 +550,7 @@ class ReadModel:
         order, and which policy key(s) changed to do it (``replay.bisect``)."""
         from replay.bisect import bisect as run_bisect
         from replay.bisect import state_text
-        from replay.snapshot import load_snapshot, request_from_row
+        from replay.snapshot import request_from_row
 
         request = self.store.assembly(assembly_id)
         decision = _recorded_decision(self.store, assembly_id, record_id, record_kind)
@@ -556,9 +572,7 @@ class ReadModel:
                     f"assembly '{assembly_id}' runs under the runtime policy '{bad}': name the "
                     f"setting to bisect from with --good (e.g. --good {bad.split(':')[0]}:<key>=<value>)")
             good = versions[0]
-        cid, export_id = request["conversation_id"], request["export_id"]
-        snapshot = self.replays.get(("snapshot", cid, export_id),
-                                    lambda: load_snapshot(self.store, cid, export_id))
+        snapshot = self._snapshot(request)
         req = request_from_row(request)
 
         def replay_version(version: str) -> "Assembly":

@@ -135,6 +135,7 @@ class Database:
         self.path = path
         self.read_only = read_only
         self._lock = threading.RLock()
+        self._columns: dict[str, list[str]] = {}  # table_columns of a read-only store
 
     @classmethod
     def open(cls, db_path: str | os.PathLike[str], read_only: bool = True) -> Any:
@@ -154,13 +155,20 @@ class Database:
             self._con.close()
 
     def table_columns(self, table: str) -> list[str]:
-        """Column names of a store table (empty if the table does not exist)."""
+        """Column names of a store table (empty if the table does not exist). Kept once read
+        when the store is open read-only (its tables cannot change then): every graph read
+        asks for four tables."""
+        if table in self._columns:
+            return list(self._columns[table])
         t = self._arrow(
             "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? "
             "ORDER BY column_index",
             [table],
         )
-        return [str(v) for v in t.column("column_name").to_pylist()]
+        names = [str(v) for v in t.column("column_name").to_pylist()]
+        if self.read_only:
+            self._columns[table] = names
+        return list(names)
 
     def __enter__(self) -> Any:
         return self
