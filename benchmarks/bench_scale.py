@@ -30,19 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from timing import timed
+from bench_replay import big_replay
+from timing import cpu_timed, timed
 
 HERE = Path(__file__).resolve().parent
-
-
-def cpu_timed(fn, repeat: int = 5):
-    """Median CPU seconds of this process (all its threads) over ``repeat`` calls."""
-    times = []
-    for _ in range(repeat):
-        c0 = time.process_time()
-        fn()
-        times.append(time.process_time() - c0)
-    return statistics.median(times)
 
 
 def run_timed(argv: list[str]) -> dict[str, float]:
@@ -142,70 +133,6 @@ def verify_child(db: Path) -> None:
         "group_by_s": t_group, "group_by_cpu_s": c_group, "rss_mib": rss_verify}))
 
 
-def big_replay(work: Path) -> tuple[float, float, int, int, float, float]:
-    """Replay + diff of one 2,000-record assembly through the read model, against an Arrow
-    reference over the same rows: the same candidates and recorded records read from the
-    store, the window and budget selection in Arrow compute, paired with the recording by
-    an Arrow join on (record_kind, record_id)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ingest.store import Store, ingest
-    from readmodel import ReadModel
-    from replay.policy import load_registry
-    from replay.sample_export import write_big_assembly
-
-    export, db = work / "big-2000", work / "big-2000.duckdb"
-    if not db.exists():
-        aid = write_big_assembly(export, candidates=2000)
-        ingest(export, db)
-    registry = load_registry(None)
-    with Store.open(db) as store:
-        aid = store.assembly_requests(None).column("assembly_id")[0].as_py()
-        row = store.assembly(aid)
-        version = row["policy_version"]
-        n_records = store.assembly_records(aid).num_rows
-
-        def ours():
-            # a fresh read model each time: nothing cached between runs
-            return ReadModel(store, registry).diff(aid, version)
-
-        policy = registry.get(version)
-        budget = min(policy.budget.token_budget, row["context_limit"] or 10**12) - policy.budget.reserve_tokens
-
-        def arrow():
-            graph = store.conversation_graph(row["conversation_id"])
-            recorded = store.assembly_records(aid)
-            at = pa.scalar(row["assembled_at"], graph["messages"]["created_at"].type)
-            parts = []
-            for kind, table, key, tokens in (
-                    ("message", "messages", "message_id", "content_tokens"),
-                    ("tool_artifact", "tool_artifacts", "artifact_id", "content_tokens"),
-                    ("tool_memory", "tool_memories", "memory_id", "content_tokens")):
-                t = graph[table]
-                t = t.filter(pc.less_equal(t["created_at"], at))
-                parts.append(pa.table({
-                    "record_kind": pa.repeat(pa.scalar(kind), t.num_rows),
-                    "record_id": t[key], "created_at": t["created_at"],
-                    "tokens": pc.cast(t[tokens], pa.int64())}))
-            cands = pa.concat_tables(parts).sort_by([("created_at", "descending"), ("record_id", "descending")])
-            is_msg = pc.equal(cands["record_kind"], "message")
-            msg_rank = pc.subtract(pc.cumulative_sum(pc.cast(is_msg, pa.int64())), 1)
-            in_window = pc.or_(pc.invert(is_msg), pc.less(msg_rank, policy.window.max_messages))
-            running = pc.cumulative_sum(pc.if_else(in_window, cands["tokens"], 0))
-            included = pc.and_(in_window, pc.less_equal(running, budget))
-            replay = pa.table({"record_kind": cands["record_kind"], "record_id": cands["record_id"],
-                               "decision_b": pc.if_else(included, "included", "omitted")})
-            paired = recorded.select(["record_kind", "record_id", "decision"]).join(
-                replay, ["record_kind", "record_id"])
-            return paired.filter(pc.not_equal(paired["decision"], paired["decision_b"])).num_rows
-
-        t_ours, view = timed(ours)
-        t_arrow, _ = timed(arrow)
-        c_ours, c_arrow = cpu_timed(ours), cpu_timed(arrow)
-    return t_ours, t_arrow, n_records, len(view.changed), c_ours, c_arrow
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scales", type=int, nargs="+", default=[10_000, 200_000])
@@ -265,12 +192,12 @@ def main() -> None:
                   f"peak RSS {v['rss_mib']:.0f} MiB")
             if not ok:
                 raise SystemExit("verify did not report exactly the injected drift")
-    t_ours, t_arrow, n_records, changes, c_ours, c_arrow = big_replay(work)
-    print(f"\nreplay + diff of a {n_records:,}-record assembly (ReadModel.diff against the recording, "
-          f"{changes} records changed): {t_ours * 1000:.1f} ms wall, "
-          f"{c_ours * 1000:.1f} ms CPU; Arrow reference (load the same rows, window + budget, join): "
-          f"{t_arrow * 1000:.1f} ms wall, {c_arrow * 1000:.1f} ms CPU; {t_ours / t_arrow:.1f}x wall, "
-          f"{c_ours / c_arrow:.1f}x CPU")
+    r = big_replay(work)
+    print(f"\nreplay + diff of a {r['records']:,}-record assembly (ReadModel.diff against the "
+          f"recording, {r['changes']} records changed): {r['ours_wall'] * 1000:.1f} ms wall, "
+          f"{r['ours_cpu'] * 1000:.1f} ms CPU; Arrow reference (read the same rows, window + "
+          f"budget, join): {r['arrow_wall'] * 1000:.1f} ms wall, {r['arrow_cpu'] * 1000:.1f} ms CPU; "
+          f"{r['ours_wall'] / r['arrow_wall']:.1f}x wall, {r['ours_cpu'] / r['arrow_cpu']:.1f}x CPU")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
 
 

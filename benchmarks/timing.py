@@ -1,4 +1,4 @@
-"""What every benchmark script times with: the median wall time of a few runs."""
+"""What every benchmark script times with: the median wall (or CPU) time of a few runs."""
 
 from __future__ import annotations
 
@@ -15,3 +15,13 @@ def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:
         result = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
+
+
+def cpu_timed(fn: Callable[[], Any], repeat: int = 5) -> float:
+    """Median CPU seconds of this process (all its threads) over ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        c0 = time.process_time()
+        fn()
+        times.append(time.process_time() - c0)
+    return statistics.median(times)

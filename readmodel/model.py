@@ -526,8 +526,12 @@ class ReadModel:
             registry.get(against)
         row = store.assembly(assembly_id)
         b = self.replayed(assembly_id, version, row)
+        # the recorded records with their labels: the view's labels, and side A of a diff
+        # against the recording (one read for both)
+        recorded = store.assembly_records(assembly_id)
         if against == RECORDED:
-            a_records = service.recorded_records(store, assembly_id, row["export_id"])
+            a_records = service.clean_records(
+                [{**r, "assembly_id": assembly_id} for r in recorded.to_pylist()])
             a_label = f"recorded {row['policy_version']}"
         else:
             a_records = self.replayed(assembly_id, against, row).records
@@ -535,7 +539,7 @@ class ReadModel:
         context = SafetyContext(self._snapshot(row), request_from_row(row), registry)
         d = diff_records(a_records, b.records, a_label, f"replay {version}", context=context,
                          a_recorded=against == RECORDED)
-        return _diff_view(store, assembly_id, d, against, version, masker)
+        return _diff_view(store, assembly_id, d, against, version, masker, recorded)
 
     def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,
                 reveal: bool = False) -> DiffView:
@@ -733,9 +737,11 @@ def _recorded_decision(store: "Store", assembly_id: str, record_id: str,
 
 
 def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: str,
-               masker: Masker) -> DiffView:
-    """A diff with side details masked and each record's recorded label (masked)."""
-    records = store.assembly_records(assembly_id)
+               masker: Masker, records: "pa.Table | None" = None) -> DiffView:
+    """A diff with side details masked and each record's recorded label (masked);
+    ``records``: the assembly's ``Store.assembly_records``, if the caller has read them."""
+    if records is None:
+        records = store.assembly_records(assembly_id)
     labels = masked_labels(records["label"], records["privacy_class"], masker).to_pylist()
     keys = zip(records["record_kind"].to_pylist(), records["record_id"].to_pylist(), strict=True)
     changes = []

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["VerifyResult", "diff", "recorded_assembly", "recorded_records", "replay", "token_report", "verify"]
+__all__ = ["VerifyResult", "clean_records", "diff", "recorded_assembly", "recorded_records", "replay", "token_report", "verify"]
 
 _RECORD_KEYS = ("assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
                 "policy_family", "reason_code", "detail", "tokens")
@@ -36,7 +36,8 @@ def _registry(registry: PolicyRegistry | None) -> PolicyRegistry:
     return registry if registry is not None else load_registry(None)
 
 
-def _clean_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def clean_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record rows (recorded or replayed) reduced to the keys a diff compares."""
     out = []
     for r in rows:
         d = {k: r.get(k) for k in _RECORD_KEYS}
@@ -68,7 +69,7 @@ def recorded_assembly(store: "Store", assembly_id: str, row: dict[str, Any] | No
 
 
 def recorded_records(store: "Store", assembly_id: str, export_id: str) -> list[dict[str, Any]]:
-    return _clean_records(store.recorded_records([assembly_id], export_id).to_pylist())
+    return clean_records(store.recorded_records([assembly_id], export_id).to_pylist())
 
 
 def _load(store: "Store", assembly_id: str) -> tuple[dict[str, Any], Request, Snapshot]:
