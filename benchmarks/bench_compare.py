@@ -13,7 +13,12 @@ Reports, in one process:
    records are the store's assembly_records rows (one side's worth);
 3. the process's peak RSS (``ru_maxrss``) after the compare, and the growth of the peak
    during it: compare keeps aggregates only, so the growth should not follow the store's
-   size.
+   size;
+4. with ``--read-floor``, a second baseline: reading the rows compare reads (every chunk's
+   requests and conversation graph, straight from DuckDB into Arrow by the same queries,
+   in one process) and nothing else. The GROUP BY reads one column of assembly_records;
+   compare must read the graph the records come from, so this is the floor of any replay
+   of the store.
 """
 
 from __future__ import annotations
@@ -40,7 +45,17 @@ def worker_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def bench(db: Path, a: str, b: str, workers: int = 1) -> None:
+def read_floor(store: Store) -> float:
+    """Seconds to read every chunk's requests and graph, as compare's walk does, and no more."""
+    from replay.engine import chunks
+
+    t0 = time.perf_counter()
+    for chunk in chunks(store, None):
+        store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    return time.perf_counter() - t0
+
+
+def bench(db: Path, a: str, b: str, workers: int = 1, floor: bool = False) -> None:
     registry = load_registry(None)
     with Store.open(db) as store:
         requests = store.count_assemblies()
@@ -62,6 +77,7 @@ def bench(db: Path, a: str, b: str, workers: int = 1) -> None:
         result = compare(store, registry, a, b, progress=progress, workers=workers)
         elapsed = time.perf_counter() - t0
         after = peak_mb()
+        t_floor = read_floor(store) if floor else None
     print(f"store: {db.name}: {requests:,} requests, {records:,} assembly_records rows")
     print(f"GROUP BY baseline: {baseline * 1000:.1f} ms, {records / baseline:,.0f} records/s")
     pairs = sum(result.counts.values())
@@ -73,6 +89,9 @@ def bench(db: Path, a: str, b: str, workers: int = 1) -> None:
     print(f"peak RSS: {after:,.0f} MB (before the compare {before:,.0f} MB, "
           f"+{after - before:,.0f} MB during it)"
           + (f"; each worker process at most {worker_peak_mb():,.0f} MB" if workers > 1 else ""))
+    if t_floor is not None:
+        print(f"read floor (every chunk's requests and graph into Arrow, 1 process): "
+              f"{t_floor:.2f} s; compare takes {elapsed / t_floor:.1f}x that")
 
 
 def main() -> None:
@@ -83,15 +102,17 @@ def main() -> None:
     parser.add_argument("--b", default="v5")
     parser.add_argument("--workers", type=int, default=1,
                         help="processes comparing at once (the CLI's default is one per CPU)")
+    parser.add_argument("--read-floor", action="store_true",
+                        help="also time reading the rows compare reads, and nothing else")
     args = parser.parse_args()
     if args.db is not None:
-        bench(args.db, args.a, args.b, args.workers)
+        bench(args.db, args.a, args.b, args.workers, args.read_floor)
         return
     with tempfile.TemporaryDirectory() as tmp:
         export = write_sample(Path(tmp) / "export", scale=args.scale or 10_000)
         db = Path(tmp) / "store.duckdb"
         ingest(export, db)
-        bench(db, args.a, args.b, args.workers)
+        bench(db, args.a, args.b, args.workers, args.read_floor)
 
 
 if __name__ == "__main__":
