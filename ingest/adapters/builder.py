@@ -3,7 +3,7 @@ participants, messages, runs, calls, artifacts, memories, recorded assemblies) a
 as a valid export with ``ExportWriter``. Every built-in adapter and third-party adapter plugin
 uses it (``from ingest.adapters import Builder``).
 
-It is one class of about 480 lines on purpose: the rules that keep an adapted export valid
+It is one class of over 600 lines on purpose: the rules that keep an adapted export valid
 (ids, record order, included positions, recorded tokens, the selection hash) are easiest to
 check read together.
 """
