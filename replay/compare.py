@@ -133,6 +133,15 @@ PAIR_CHANGES = ("newly_included", "newly_omitted", "rerendered", "reason_changed
                 "unchanged")
 
 
+def _run_starts(ids: pa.ChunkedArray) -> np.ndarray:
+    """True where a run of equal ``ids`` (sorted, so one run per assembly) starts."""
+    n = len(ids)
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = np.asarray(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+    return starts
+
+
 def aligned_pairs(side_a: pa.Table, side_b: pa.Table) -> pa.Table | None:
     """``_PAIRS_SQL``'s result computed row by row, when both sides hold the same records in
     the same order (two replays of one chunk share its candidate rows, in (assembly_id,
@@ -155,10 +164,7 @@ def aligned_pairs(side_a: pa.Table, side_b: pa.Table) -> pa.Table | None:
     # "moved": the rank among the records both include, by position, differs; rows are in
     # (assembly, kind, id) order and positions are distinct within an assembly
     ids = side_a["assembly_id"]
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        starts[1:] = np.asarray(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
-    group = np.cumsum(starts) - 1
+    group = np.cumsum(_run_starts(ids)) - 1
     moved = np.zeros(n, dtype=bool)
     rows = np.flatnonzero(both)
     if len(rows):
@@ -197,10 +203,7 @@ def aligned_per_request(pairs: pa.Table, requests: pa.Table) -> tuple[pa.Table, 
     instead of a join and a grouping on strings."""
     n = pairs.num_rows
     ids = pairs["assembly_id"]
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        starts[1:] = np.asarray(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
-    first = np.flatnonzero(starts)
+    first = np.flatnonzero(_run_starts(ids))
     change = np.asarray(pc.index_in(pairs["change"], value_set=pa.array(PAIR_CHANGES)))
     ia, ib = np.asarray(pairs["ia"]), np.asarray(pairs["ib"])
 
