@@ -28,7 +28,7 @@ def token_accounting(row: Mapping[str, Any], records: pa.Table) -> TokenAccounti
     estimate = int(pc.sum(included["tokens"]).as_py() or 0)
     by_kind: dict[str, int] = {}
     if included.num_rows:
-        grouped = included.group_by("record_kind").aggregate([("tokens", "sum")])
+        grouped = included.group_by("record_kind", use_threads=False).aggregate([("tokens", "sum")])
         by_kind = dict(zip(grouped["record_kind"].to_pylist(),
                            (int(v or 0) for v in grouped["tokens_sum"].to_pylist()), strict=True))
     tags = row.get("tags") or []

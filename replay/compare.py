@@ -493,7 +493,7 @@ def _privacy(graphs: dict[str, pa.Table]) -> pa.Table:
                              ("tool_memories", "tool_memory", "memory_id")):
         # a row reachable from two conversations of the chunk is in its graph twice
         rows = graphs[table].select([key, "privacy_class"]).group_by(
-            [key, "privacy_class"]).aggregate([])
+            [key, "privacy_class"], use_threads=False).aggregate([])  # see distributed.py
         parts.append(pa.table({
             "record_kind": pa.array([kind] * rows.num_rows, pa.string()),
             "record_id": rows[key].cast(pa.string()),
@@ -743,7 +743,8 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     # this chunk's graph and replays are dropped as soon as they are used, or the next
     # chunk's are built while these are still alive
     del graphs, side_a, side_b, pairs
-    rows = per_request.join(safety, "assembly_id", join_type="left outer").sort_by("ord")
+    rows = per_request.join(safety, "assembly_id", join_type="left outer",
+                             use_threads=False).sort_by("ord")
     changed = pc.greater(pc.add(selection.cast(pa.int64()),
                                 per_request["moved"].cast(pa.int64())), 0)
     rows = pa.table({

@@ -199,7 +199,10 @@ def plan_partitions(work: list[tuple[int, str, int]], partitions: int) -> list[P
 
 
 def _count_conversations(batch: pa.Table) -> pa.Table:
-    return batch.group_by(["path", "conversation_id"]).aggregate([([], "count_all")])
+    # one thread: Acero's threaded group-by can fail with "thread index N is out of range"
+    # when the thread pool is resized under it, as in a Ray worker (apache/arrow#46227)
+    return batch.group_by(["path", "conversation_id"], use_threads=False).aggregate(
+        [([], "count_all")])
 
 
 def _work_list(ray: Any, exports: list[_Export]) -> list[tuple[int, str, int]]:
@@ -234,7 +237,7 @@ def _work_list(ray: Any, exports: list[_Export]) -> list[tuple[int, str, int]]:
     grouped = pa.table({"export": path_export, "export_id": ids,
                         "conversation_id": counts["conversation_id"].cast(pa.string()),
                         "n": counts["count_all"]}).group_by(
-        ["export", "export_id", "conversation_id"]).aggregate([("n", "sum")])
+        ["export", "export_id", "conversation_id"], use_threads=False).aggregate([("n", "sum")])
     # byte order, as DuckDB orders VARCHAR in the local walk
     ordered = grouped.sort_by([("export_id", "ascending"), ("conversation_id", "ascending")])
     return list(zip(ordered["export"].to_pylist(), ordered["conversation_id"].to_pylist(),
