@@ -61,7 +61,7 @@ from .engine import (
     in_processes, replay_chunk, worker_count,
 )
 from .policy import PolicyRegistry, RuntimePolicy
-from .safety import LINT_RULES, graph_findings, standard_blocked, standard_windows
+from .safety import FINDING_OF_RULE, graph_findings, standard_blocked, standard_windows
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
@@ -87,7 +87,6 @@ REQUEST_SCHEMA = pa.schema([
     ("safety_regressions", pa.int64()), ("safety_fixes", pa.int64()), ("changed", pa.bool_()),
 ])
 
-_FINDING_OF_RULE = {rule: finding for finding, rule in LINT_RULES.items()}
 
 # Each pair of records (one side may be missing) classified as replay.diff classifies it;
 # "moved" compares ranks among the records both sides include, ordered by (position, kind, id).
@@ -563,7 +562,7 @@ def tally_in_recording(result: Comparison, rows: pa.Table) -> None:
     store, or of every partition's concatenated: the tally orders them itself)."""
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows.to_pylist():
-        finding = _FINDING_OF_RULE.get(r["invariant"], r["invariant"])
+        finding = FINDING_OF_RULE.get(r["invariant"], r["invariant"])
         by.setdefault((r["assembly_id"], finding), []).append(r)
     requests: set[str] = set()
     for (aid, finding), items in sorted(by.items()):

@@ -138,10 +138,6 @@ def _chunk(store: "Store", export: str | None, conversations: list[str],
     return Chunk(str(export), tuple(conversations), requests)
 
 
-T = TypeVar("T")
-
-
-
 def available_cpus() -> int:
     """The CPUs this process may run on (a container's limit, not the machine's count)."""
     try:
@@ -157,6 +153,9 @@ def worker_count(workers: int | None, requests: int) -> int:
     if requests <= REQUESTS_PER_CHUNK:
         return 1
     return max(1, workers if workers is not None else available_cpus())
+
+
+T = TypeVar("T")  # what a chunk's task returns to in_processes
 
 # chunks a worker process reads before it reopens the store (see _worker_task)
 CHUNKS_PER_CONNECTION = 2

@@ -56,8 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .policy import Policy, PolicyRegistry
 
-__all__ = ["FINDINGS", "LINT_RULES", "SafetyContext", "graph_findings", "load_context",
-           "safety_findings", "standard_blocked", "standard_policy", "standard_windows"]
+__all__ = ["FINDINGS", "FINDING_OF_RULE", "LINT_RULES", "SafetyContext", "graph_findings",
+           "load_context", "safety_findings", "standard_blocked", "standard_policy", "standard_windows"]
 
 FINDINGS: tuple[str, ...] = ("sibling_branch", "foreign_private", "audit_only", "restricted_raw",
                              "superseded", "stale_as_current")
@@ -71,7 +71,8 @@ LINT_RULES: dict[str, str] = {
     "stale_as_current": "stale_as_current",
 }
 _RAW = ("verbatim", "rehydrated_raw")
-_FINDING_OF_RULE = {rule: finding for finding, rule in LINT_RULES.items()}
+# the finding each lint rule reports (the lint and the SQL form name findings by rule)
+FINDING_OF_RULE = {rule: finding for finding, rule in LINT_RULES.items()}
 
 
 def standard_policy(registry: "PolicyRegistry | None", version: str | None) -> "Policy | None":
@@ -321,7 +322,7 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
     finally:
         for name in views:
             con.unregister(name)
-    finding = pc.fill_null(pa.array([_FINDING_OF_RULE.get(r, r) for r in
+    finding = pc.fill_null(pa.array([FINDING_OF_RULE.get(r, r) for r in
                                      found.column("invariant").to_pylist()], pa.string()), "")
     found = found.drop_columns(["invariant"]).append_column("finding", finding)
     ids = found["assembly_id"]
