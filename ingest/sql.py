@@ -3,14 +3,19 @@ and DuckDB errors shown on one line."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import duckdb
 
 from .errors import cut
 
-__all__ = ["fetch_one", "one_line_error", "q", "scratch_connection", "show_value", "sql_str"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = ["fetch_one", "one_line_error", "q", "registered", "scratch_connection", "session",
+           "show_value", "sql_str"]
 
 _local = threading.local()
 
@@ -20,9 +25,32 @@ def scratch_connection() -> duckdb.DuckDBPyConnection:
     comparisons): made once per thread, since a connection is not shared between threads."""
     con = getattr(_local, "con", None)
     if con is None:
-        con = _local.con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
+        con = _local.con = session(duckdb.connect())
     return con
+
+
+def session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` set up as every connection of ours is (a setting of one connection, not
+    inherited by its cursors): times in UTC, and no progress bar, which DuckDB otherwise
+    draws on the process's standard output during a long query, in the middle of a
+    command's JSON."""
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+@contextlib.contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: "pa.Table") -> Iterator[None]:
+    """``tables`` readable by name in ``con``'s queries for the block, and gone after it,
+    whatever happens in it (a scratch connection outlives the block: a name left behind
+    would be read by the next caller)."""
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
 
 
 def fetch_one(cursor: duckdb.DuckDBPyConnection) -> tuple | None:

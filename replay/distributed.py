@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from ingest.errors import ContextlensError
 from ingest.exportdir import ExportLayout, read_layout
 from ingest.loadtables import resolve_types, select_list
-from ingest.sql import one_line_error, q, show_value
+from ingest.sql import one_line_error, q, session, show_value
 
 from .assembler import get_assembler
 from .compare import (RECORDED, TOP, Comparison, compare_partition, tally_in_recording)
@@ -144,7 +144,7 @@ class _Export:
 def _open_exports(paths: Sequence[str | Path]) -> list[_Export]:
     exports: list[_Export] = []
     seen: dict[str, Path] = {}
-    con = duckdb.connect()
+    con = session(duckdb.connect())
     try:
         for folder in find_exports(paths):
             layout = read_layout(folder)
@@ -262,10 +262,8 @@ def partition_store(export: _Export, conversation_ids: Sequence[str],
     # the store's own DDL for its request summary (built at ingest from the same tables)
     from ingest.store.loading import _SUMMARY_DDL, _SUMMARY_INSERT
 
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
+    con = session(duckdb.connect())
     con.execute(f"SET threads = {int(threads)}")
-    con.execute("SET enable_progress_bar = false")
     ids = list(conversation_ids)
     for name, condition in _MEMBERSHIP:
         src = export.layout.tables[name]

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..contract import TABLES
 from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
-from ..sql import one_line_error as _one_line, q
+from ..sql import one_line_error as _one_line, q, registered, session
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 
@@ -30,9 +30,7 @@ STORE_VERSION = "1"
 
 
 def connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(path), read_only=read_only)
-    con.execute("SET TimeZone = 'UTC'")
-    return con
+    return session(duckdb.connect(str(path), read_only=read_only))
 
 
 def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -146,8 +144,7 @@ class Database:
         """Another connection to this already open database, for another thread: cheap (no
         file is opened, no format checked) and not serialised with this one."""
         with self._lock, self._one_line_errors():
-            con = self._con.cursor()
-            con.execute("SET TimeZone = 'UTC'")
+            con = session(self._con.cursor())
         return type(self)(con, self.path, self.read_only)
 
     def close(self) -> None:
@@ -192,14 +189,8 @@ class Database:
         """``tables`` readable by name in this connection's queries for the block: a list of
         thousands of ids joins faster as a table than as a bound list parameter, which is
         copied value by value."""
-        with self._lock:
-            for name, table in tables.items():
-                self._con.register(name, table)
-            try:
-                yield
-            finally:
-                for name in tables:
-                    self._con.unregister(name)
+        with self._lock, registered(self._con, **tables):
+            yield
 
     def _dicts(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         with self._lock, self._one_line_errors():

@@ -3,6 +3,9 @@ per-request Parquet file, and one-line errors for bad input."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -105,3 +108,30 @@ def test_strict_fails_a_version_that_regresses_safety_and_passes_one_that_does_n
     assert code == 0  # without --strict a regression is reported, not a failure
     code, _, _ = run(capsys, "compare", "v5", "v6", "--strict", "--db", str(sample_db))
     assert code == 0  # v6 fixes the incident and regresses nothing
+
+
+# Every DuckDB connection made in the child process counts each of its queries as a long
+# one (DuckDB draws its progress bar after `progress_bar_time` ms, on the process's standard
+# output, unless the connection has it turned off).
+_EVERY_QUERY_LONG = """
+import runpy, sys
+import duckdb
+_connect, _cursor = duckdb.connect, duckdb.DuckDBPyConnection.cursor
+def long_queries(con):
+    con.execute("SET progress_bar_time = 1")
+    return con
+duckdb.connect = lambda *a, **k: long_queries(_connect(*a, **k))
+duckdb.DuckDBPyConnection.cursor = lambda self: long_queries(_cursor(self))
+sys.argv = ["contextlens", *sys.argv[1:]]
+runpy.run_module("inspector.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("argv", [("compare", "recorded", "v4", "--workers", "1"),
+                                  ("verify", "--workers", "1")])
+def test_json_output_is_json_alone_however_long_the_queries(sample_db: Path, argv) -> None:
+    proc = subprocess.run([sys.executable, "-c", _EVERY_QUERY_LONG, *argv, "--db", str(sample_db),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr  # verify exits 1 on drift
+    assert "▕" not in proc.stdout
+    assert json.loads(proc.stdout)["requests" if argv[0] == "compare" else "checked"] > 0
