@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, create_model
 
-from .sql import scratch_connection
+from .sql import registered, scratch_connection
 
 SCHEMA_VERSION = "1"
 
@@ -563,11 +563,8 @@ def selection_hashes(records: pa.Table) -> pa.Table:
         # the Python function truncates a float position; SQL would round it
         return _python_hashes(records, None)
     con = scratch_connection()
-    con.register("records", records)
-    try:
+    with registered(con, records=records):
         out = con.sql(_HASHES_SQL).to_arrow_table()
-    finally:
-        con.unregister("records")
     exact = out.column("exact")
     if pc.all(exact).as_py():
         return out.select(["assembly_id", "selection_hash"]).cast(_HASHES_SCHEMA)

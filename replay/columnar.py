@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from ingest.contract import ENUMS, TABLES, selection_hash
 from ingest.contract import selection_hashes as contract_selection_hashes
-from ingest.sql import scratch_connection
+from ingest.sql import registered, scratch_connection
 
 from .assembler import MARKER_TOKENS
 from .policy import Policy
@@ -446,17 +446,14 @@ def columnar_facts(graphs: dict[str, pa.Table], requests: pa.Table) -> ColumnarF
     # this thread's in-memory connection (making one costs 20-30 ms, a tenth of a chunk);
     # every table registered here is unregistered on the way out
     con = scratch_connection()
-    names = [f"g_{name}" for name in GRAPH_TABLES] + ["req", "src"]
-    try:
-        for name in GRAPH_TABLES:
-            con.register(f"g_{name}", graphs[name])
-        con.register("req", pa.table({
-            "a": pa.array(np.arange(n_a), pa.int64()),
-            "cid": req_a.column("conversation_id"),
-            "run": req_a.column("model_run_id"),
-            "branch": req_a.column("branch_id"),
-            "exact": req_a.column("exact_evidence_ids"),
-        }))
+    req = pa.table({
+        "a": pa.array(np.arange(n_a), pa.int64()),
+        "cid": req_a.column("conversation_id"),
+        "run": req_a.column("model_run_id"),
+        "branch": req_a.column("branch_id"),
+        "exact": req_a.column("exact_evidence_ids"),
+    })
+    with registered(con, req=req, **{f"g_{name}": graphs[name] for name in GRAPH_TABLES}):
         # numbered in (conversation, kind, run, id) order (Arrow sorts strings by code
         # point, as the oracle does, and faster than a window over them; only skill states
         # and checkpoints have a run, so its nulls never meet its values)
@@ -465,15 +462,12 @@ def columnar_facts(graphs: dict[str, pa.Table], requests: pa.Table) -> ColumnarF
                                                  ("grp_run", "ascending"), ("rid", "ascending")])
         src = pool.take(order)
         src = src.append_column("src", pa.array(np.arange(src.num_rows), pa.int64()))
-        con.register("src", src)
-        ranges = con.sql(_RANGES_SQL).to_arrow_table()
-        lineage = con.sql(_LINEAGE_SQL).to_arrow_table()
-        children = con.sql(_CHILD_SQL).to_arrow_table()
-        exact = con.sql(_EXACT_SQL).to_arrow_table()
-        links = con.sql(_LINKS_SQL).to_arrow_table()
-    finally:
-        for name in names:
-            con.unregister(name)
+        with registered(con, src=src):
+            ranges = con.sql(_RANGES_SQL).to_arrow_table()
+            lineage = con.sql(_LINEAGE_SQL).to_arrow_table()
+            children = con.sql(_CHILD_SQL).to_arrow_table()
+            exact = con.sql(_EXACT_SQL).to_arrow_table()
+            links = con.sql(_LINKS_SQL).to_arrow_table()
     c = _expand(src, ranges, lineage, children, exact, req_a, at_us)
     e_kind, x, y = (_ints(links.column(n), 0) for n in ("edge", "x", "y"))
     edges = [_row_edges(x[e_kind == i], y[e_kind == i], c["a"], c["src"], src.num_rows)

@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError
+from ingest.sql import registered, scratch_connection
 
 from .engine import (
     CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks,
@@ -648,7 +649,6 @@ def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
         _compare_chunks_in_processes(store, registry, a, b, walk, result, each, cancelled,
                                      workers)
         return
-    con = duckdb.connect()
     # chunks streams its requests from an open result: the chunk's own queries (snapshots,
     # recorded rows) need another connection to the same database
     walker = store.cursor()
@@ -656,27 +656,26 @@ def compare_chunks(store: "Store", registry: PolicyRegistry, a: str, b: str,
         for chunk in walk(walker):
             if cancelled is not None and cancelled():
                 raise CompareCancelled
-            each(_compare_chunk(store, registry, a, b, chunk, result, con))
+            each(_compare_chunk(store, registry, a, b, chunk, result))
         if cancelled is not None and cancelled():
             raise CompareCancelled
     finally:
         walker.close()
-        con.close()
 
 
-# what each worker process of a parallel compare holds: its own DuckDB connection for the
-# chunk queries, and the sides it compares (the store is engine.in_processes')
+# what each worker process of a parallel compare holds: the sides it compares (the store
+# is engine.in_processes')
 _JOB: dict[str, Any] = {}
 
 
 def _worker_start(registry: PolicyRegistry, a: str, b: str) -> None:
-    _JOB.update(con=duckdb.connect(), job=(registry, a, b))
+    _JOB.update(job=(registry, a, b))
 
 
 def _worker_chunk(store: "Store", chunk: Chunk) -> tuple[Comparison, pa.Table]:
     registry, a, b = _JOB["job"]
     part = Comparison(a, b, "", partial=True)
-    return part, _compare_chunk(store, registry, a, b, chunk, part, _JOB["con"])
+    return part, _compare_chunk(store, registry, a, b, chunk, part)
 
 
 def _compare_chunks_in_processes(store: "Store", registry: PolicyRegistry, a: str, b: str,
@@ -695,8 +694,10 @@ def _compare_chunks_in_processes(store: "Store", registry: PolicyRegistry, a: st
 
 
 def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chunk: Chunk,
-                   result: Comparison, con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """One chunk compared: its aggregates added to ``result``; its per-request rows."""
+                   result: Comparison) -> pa.Table:
+    """One chunk compared: its aggregates added to ``result``; its per-request rows. The
+    SQL runs on this thread's scratch connection (``ingest.sql``), every name registered
+    there for this chunk only."""
     # the chunk's graph, read once as Arrow for both replays and the safety of the requests
     # whose selection changed
     graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
@@ -711,37 +712,48 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
                                 hashes=False).records)
     requests = chunk.requests.select(["assembly_id", "conversation_id"]).append_column(
         "ord", pa.array(range(chunk.requests.num_rows), pa.int64()))
-    con.register("side_a", side_a)
-    con.register("side_b", side_b)
-    con.register("requests", requests)
+    con = scratch_connection()
+    with registered(con, side_a=side_a, side_b=side_b, requests=requests):
+        rows = _compare_sides(result, registry, chunk, graphs, con, side_a, side_b, requests)
+    result.requests += rows.num_rows
+    result.affected += pc.sum(rows["changed"].cast(pa.int64())).as_py() or 0
+    result.tokens_a += pc.sum(rows["tokens_a"]).as_py() or 0
+    result.tokens_b += pc.sum(rows["tokens_b"]).as_py() or 0
+    for entry in pc.value_counts(rows["delta"]).to_pylist():
+        result.deltas[entry["values"]] += entry["counts"]
+    return rows
+
+
+def _compare_sides(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
+                   graphs: dict[str, pa.Table], con: duckdb.DuckDBPyConnection,
+                   side_a: pa.Table, side_b: pa.Table, requests: pa.Table) -> pa.Table:
+    """``_compare_chunk`` once both sides are replayed and registered in ``con``: the
+    pairs, their groups and counts added to ``result``, the safety of the requests whose
+    selection changed; the chunk's per-request rows."""
     pairs = aligned_pairs(side_a, side_b)
     aligned = pairs is not None
     if pairs is None:
         pairs = con.sql(_PAIRS_SQL).to_arrow_table()
-    con.register("pairs", pairs)
-    if aligned:
-        per_request, per_change = aligned_per_request(pairs, requests)
-    else:
-        per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
-        per_change = con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall()
-    con.register("privacy", _privacy(graphs))
-    for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
-        result.groups[(change, kind, reason, privacy)] += n
+    with registered(con, pairs=pairs, privacy=_privacy(graphs)):
+        if aligned:
+            per_request, per_change = aligned_per_request(pairs, requests)
+        else:
+            per_request = con.sql(_PER_REQUEST_SQL).to_arrow_table()
+            per_change = con.sql("SELECT change, count(*) FROM pairs GROUP BY change").fetchall()
+        for change, kind, reason, privacy, n in con.sql(_GROUPS_SQL).fetchall():
+            result.groups[(change, kind, reason, privacy)] += n
+        if aligned:  # the changed records are the same rows of both sides
+            judged = pc.is_in(pairs["change"], pa.array(CHANGES))
+            rows_a, rows_b = side_a.filter(judged), side_b.filter(judged)
+        else:
+            rows_a, rows_b = (con.sql(_SAFETY_ROWS_SQL.format(side=side)).to_arrow_table()
+                              for side in ("side_a", "side_b"))
     for change, n in per_change:
         result.counts[change] += n
     selection = pc.add(pc.add(per_request["newly_included"], per_request["newly_omitted"]),
                        per_request["rerendered"])
     differs = per_request.filter(pc.greater(selection, 0))["assembly_id"].to_pylist()
-    if aligned:  # the changed records are the same rows of both sides
-        judged = pc.is_in(pairs["change"], pa.array(CHANGES))
-        rows_a, rows_b = side_a.filter(judged), side_b.filter(judged)
-    else:
-        rows_a, rows_b = (con.sql(_SAFETY_ROWS_SQL.format(side=side)).to_arrow_table()
-                          for side in ("side_a", "side_b"))
     safety = _safety(result, registry, chunk, graphs, con, rows_a, rows_b, differs)
-    # this chunk's graph and replays are dropped as soon as they are used, or the next
-    # chunk's are built while these are still alive
-    del graphs, side_a, side_b, pairs
     rows = per_request.join(safety, "assembly_id", join_type="left outer",
                              use_threads=False).sort_by("ord")
     changed = pc.greater(pc.add(selection.cast(pa.int64()),
@@ -753,14 +765,6 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
         "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
         "changed": changed,
     }, schema=REQUEST_SCHEMA)
-    for name in ("side_a", "side_b", "requests", "pairs", "privacy"):
-        con.unregister(name)
-    result.requests += rows.num_rows
-    result.affected += pc.sum(rows["changed"].cast(pa.int64())).as_py() or 0
-    result.tokens_a += pc.sum(rows["tokens_a"]).as_py() or 0
-    result.tokens_b += pc.sum(rows["tokens_b"]).as_py() or 0
-    for entry in pc.value_counts(rows["delta"]).to_pylist():
-        result.deltas[entry["values"]] += entry["counts"]
     return rows
 
 

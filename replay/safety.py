@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.contract import RESTRICTED_PRIVACY
+from ingest.sql import registered
 from ingest.store.lint import safety_query
 from ingest.timefmt import sentence_time
 
@@ -313,15 +314,12 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
         if "export_id" not in table.column_names:
             table = table.append_column("export_id", pc.fill_null(
                 pa.nulls(table.num_rows, pa.string()), export_id))
-        con.register(name, table)
-    try:
+        views[name] = table
+    with registered(con, **views):
         # a row reachable from two conversations of the chunk is in its graph twice
         found = con.sql(
             f"SELECT DISTINCT assembly_id, record_kind, record_id, invariant FROM ({sql})",
             params=params).to_arrow_table()
-    finally:
-        for name in views:
-            con.unregister(name)
     finding = pc.fill_null(pa.array([FINDING_OF_RULE.get(r, r) for r in
                                      found.column("invariant").to_pylist()], pa.string()), "")
     found = found.drop_columns(["invariant"]).append_column("finding", finding)

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from ingest.contract import selection_hash, selection_hashes
 from ingest.errors import ContextlensError
-from ingest.sql import scratch_connection
+from ingest.sql import registered, scratch_connection
 
 from .assembler import AssemblerPlugin, get_assembler
 from .columnar import selection_hashes as replay_selection_hashes
@@ -365,15 +365,10 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     tables = {"requests": requests, "recorded": recorded, "replayed": replay.records,
               "replayed_assemblies": replay.assemblies.select(["assembly_id"]),
               "hashes": selection_hashes(recorded)}
-    for name, table in tables.items():
-        con.register(name, table)
-    try:
+    with registered(con, **tables):
         differences = con.sql(_DIFFERENCES_SQL).to_arrow_table()
-        con.register("differences", differences)
-        verdicts = con.sql(_VERDICTS_SQL, params={"empty": _EMPTY_HASH}).to_arrow_table()
-    finally:
-        for name in (*tables, "differences"):
-            con.unregister(name)
+        with registered(con, differences=differences):
+            verdicts = con.sql(_VERDICTS_SQL, params={"empty": _EMPTY_HASH}).to_arrow_table()
     for c in pc.value_counts(verdicts.column("verdict")).to_pylist():
         setattr(result, c["values"], getattr(result, c["values"]) + c["counts"])
     result.checked += verdicts.num_rows
