@@ -18,7 +18,14 @@ Reports, in one process:
    requests and conversation graph, straight from DuckDB into Arrow by the same queries,
    in one process) and nothing else. The GROUP BY reads one column of assembly_records;
    compare must read the graph the records come from, so this is the floor of any replay
-   of the store.
+   of the store;
+5. with ``--floors``, DuckDB alone doing one step that any record-by-record compare needs,
+   each on the whole store in one query (no chunks, no Python), as a multiple of the
+   GROUP BY's time: reading the graph (every graph table and the requests, every contract
+   column but the free-text bodies no replay reads, into Arrow); telling the records apart
+   (GROUP BY the record key); pairing two sides (the recorded rows joined to themselves on
+   the record key); a budget pass in its simplest form (a running token sum per assembly,
+   a window). The issue's target (0.1x the GROUP BY's throughput) is 10x its time.
 """
 
 from __future__ import annotations
@@ -55,17 +62,55 @@ def read_floor(store: Store) -> float:
     return time.perf_counter() - t0
 
 
-def bench(db: Path, a: str, b: str, workers: int = 1, floor: bool = False) -> None:
+# the free-text bodies of the graph: shown and masked, never read by a replay
+BODIES = {"messages": {"content"}, "tool_artifacts": {"result_preview"},
+          "tool_memories": {"summary"}}
+
+
+def _median_seconds(store: Store, sql: str, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        store._arrow(sql)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def duckdb_floors(store: Store) -> dict[str, float]:
+    """Seconds (median of 3) DuckDB takes for each step of ``--floors`` on the whole store."""
+    from ingest.contract import TABLES
+    from ingest.store.graph import GRAPH_TABLES
+
+    def graph_read() -> float:
+        t0 = time.perf_counter()
+        for name in (*GRAPH_TABLES, "context_assemblies"):
+            cols = [c for c in TABLES[name].column_names if c not in BODIES.get(name, ())]
+            store._arrow(f"SELECT {', '.join(cols)} FROM {name}")
+        return time.perf_counter() - t0
+
+    key = "assembly_id, record_kind, record_id"
+    return {
+        "read the graph into Arrow": statistics.median(graph_read() for _ in range(3)),
+        "tell the records apart (GROUP BY the record key)": _median_seconds(
+            store, f"SELECT {key}, count(*) FROM assembly_records GROUP BY ALL"),
+        "pair two sides (join on the record key)": _median_seconds(
+            store, "SELECT a.assembly_id, count(*) FROM assembly_records a "
+                   f"JOIN assembly_records b USING ({key}) GROUP BY 1"),
+        "one budget pass (running token sum per assembly)": _median_seconds(
+            store, "SELECT assembly_id, max(used) FROM (SELECT assembly_id, sum(tokens) OVER "
+                   "(PARTITION BY assembly_id ORDER BY position) AS used FROM assembly_records) "
+                   "GROUP BY 1"),
+    }
+
+
+def bench(db: Path, a: str, b: str, workers: int = 1, floor: bool = False,
+          floors: bool = False) -> None:
     registry = load_registry(None)
     with Store.open(db) as store:
         requests = store.count_assemblies()
         records = store._rows("SELECT count(*) FROM assembly_records")[0][0]
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            store._arrow("SELECT assembly_id, count(*) FROM assembly_records GROUP BY assembly_id")
-            times.append(time.perf_counter() - t0)
-        baseline = statistics.median(times)
+        baseline = _median_seconds(
+            store, "SELECT assembly_id, count(*) FROM assembly_records GROUP BY assembly_id")
         before = peak_mb()
         t0 = time.perf_counter()
 
@@ -78,6 +123,8 @@ def bench(db: Path, a: str, b: str, workers: int = 1, floor: bool = False) -> No
         elapsed = time.perf_counter() - t0
         after = peak_mb()
         t_floor = read_floor(store) if floor else None
+        # after the compare: the peak RSS figures above are the compare's own
+        steps = duckdb_floors(store) if floors else {}
     print(f"store: {db.name}: {requests:,} requests, {records:,} assembly_records rows")
     print(f"GROUP BY baseline: {baseline * 1000:.1f} ms, {records / baseline:,.0f} records/s")
     pairs = sum(result.counts.values())
@@ -89,6 +136,11 @@ def bench(db: Path, a: str, b: str, workers: int = 1, floor: bool = False) -> No
     print(f"peak RSS: {after:,.0f} MB (before the compare {before:,.0f} MB, "
           f"+{after - before:,.0f} MB during it)"
           + (f"; each worker process at most {worker_peak_mb():,.0f} MB" if workers > 1 else ""))
+    if steps:
+        print(f"DuckDB alone, one step of a compare, whole store (the target, 0.1x the "
+              f"GROUP BY's throughput, is 10x its time: {baseline * 10 * 1000:,.0f} ms):")
+        for step, seconds in steps.items():
+            print(f"  {step}: {seconds * 1000:,.0f} ms, {seconds / baseline:.1f}x the GROUP BY's time")
     if t_floor is not None:
         print(f"read floor (every chunk's requests and graph into Arrow, 1 process): "
               f"{t_floor:.2f} s; compare takes {elapsed / t_floor:.1f}x that")
@@ -104,15 +156,17 @@ def main() -> None:
                         help="processes comparing at once (the CLI's default is one per CPU)")
     parser.add_argument("--read-floor", action="store_true",
                         help="also time reading the rows compare reads, and nothing else")
+    parser.add_argument("--floors", action="store_true",
+                        help="also time DuckDB alone doing single steps of a compare")
     args = parser.parse_args()
     if args.db is not None:
-        bench(args.db, args.a, args.b, args.workers, args.read_floor)
+        bench(args.db, args.a, args.b, args.workers, args.read_floor, args.floors)
         return
     with tempfile.TemporaryDirectory() as tmp:
         export = write_sample(Path(tmp) / "export", scale=args.scale or 10_000)
         db = Path(tmp) / "store.duckdb"
         ingest(export, db)
-        bench(db, args.a, args.b, args.workers, args.read_floor)
+        bench(db, args.a, args.b, args.workers, args.read_floor, args.floors)
 
 
 if __name__ == "__main__":
