@@ -81,11 +81,29 @@ class RequestQueries(Database):
     ) -> Iterator[pa.RecordBatch]:
         """``list_assemblies`` as a stream of record batches: the first arrives before the
         rest is read, and memory stays that of one batch whatever the store's size. It reads
-        on a cursor of its own, so other queries of this store are not held up meanwhile."""
-        sql, params = _list_sql(flt, sort, descending, limit, 0)
+        on a cursor of its own, so other queries of this store are not held up meanwhile.
+
+        Each batch is one query: the next ``batch_rows`` rows in the list's order after the
+        last row of the batch before (a keyset page, ``_page_sql``). One query for the whole
+        list would stream too, but DuckDB sorts every matching row before the first comes
+        out: at 1,000,000 requests that sort held 564 MB for ``list --json | head``. A
+        page is a top-N of ``batch_rows`` rows, whatever the store's size."""
+        _list_sql(flt, sort, descending, None, 0)  # a bad sort column fails before any read
         cursor = self.cursor()
+        after: tuple[str, str] | None = None
+        left = limit
         try:
-            yield from cursor._batches(sql, params, batch_rows)
+            while left is None or left > 0:
+                rows = batch_rows if left is None else min(batch_rows, left)
+                sql, params = _page_sql(flt, sort, descending, rows, after)
+                page = cursor._arrow(sql, params)
+                if page.num_rows:
+                    after = (page["assembly_id"][-1].as_py(), page["export_id"][-1].as_py())
+                    yield from page.drop_columns(["export_id"]).to_batches(max_chunksize=rows)
+                if page.num_rows < rows:
+                    return
+                if left is not None:
+                    left -= page.num_rows
         finally:
             cursor.close()
 
@@ -203,6 +221,36 @@ LEFT JOIN calls ON calls.export_id = page.export_id AND calls.model_run_id = pag
 LEFT JOIN last p ON p.export_id = page.export_id AND p.assembly_id = page.assembly_id
 GROUP BY ids.i ORDER BY ids.i
 """
+
+
+def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, rows: int,
+              after: tuple[str, str] | None) -> tuple[str, list[Any]]:
+    """One page of the request list (``iter_assemblies``): the first ``rows`` rows in
+    ``_list_sql``'s order that come after the row (assembly_id, export_id) ``after`` (None:
+    from the start), with export_id. The row after which the page starts is read by its
+    key, so its values keep their own types (times, lists, nulls) in the comparison."""
+    where, params = filter_sql(as_filter(flt))
+    direction = "DESC" if descending else "ASC"
+    later = "<" if descending else ">"  # "comes later in the list" for the sort and the id
+    s = q(sort)
+    cols = ", ".join(f"t.{q(c)}" for c in (*LIST_COLUMNS, "export_id"))
+    if after is None:
+        start, follows, head = "", "", []
+    else:
+        start = ("WITH l AS (SELECT " + s + " AS ls, assembly_id AS la, export_id AS le "
+                 "FROM assembly_summary WHERE assembly_id = ? AND export_id = ?) ")
+        # the list's order is (sort NULLS LAST, assembly_id, export_id), export_id always
+        # ascending: a row comes later when the first of these that differs says so
+        follows = (f" AND ((t.{s} IS NULL)::INT > (l.ls IS NULL)::INT "
+                   f"OR ((t.{s} IS NULL) = (l.ls IS NULL) AND (t.{s} {later} l.ls "
+                   f"OR (t.{s} IS NOT DISTINCT FROM l.ls AND (t.assembly_id {later} l.la "
+                   "OR (t.assembly_id = l.la AND t.export_id > l.le))))))")
+        head = list(after)
+    sql = (f"{start}SELECT {cols} FROM assembly_summary t{', l' if after else ''} "
+           f"WHERE ({where}){follows} "
+           f"ORDER BY t.{s} {direction} NULLS LAST, t.assembly_id {direction}, t.export_id "
+           "LIMIT ?")
+    return sql, [*head, *params, int(rows)]
 
 
 def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,
