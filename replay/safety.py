@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from ingest.contract import RESTRICTED_PRIVACY
 from ingest.sql import registered
-from ingest.store.lint import safety_query
+from ingest.store.lint import safety_query, safety_views
 from ingest.timefmt import sentence_time
 
 # The assembler's per-conversation index is the graph as the assembler sees it (lineage,
@@ -274,10 +274,6 @@ def safety_findings(snapshot: Snapshot, request: Request, records: list[dict[str
 # each side's assembly ids in graph_findings' one query: "0|as1", "1|as1"
 _SIDE_TAG = "{}|"
 
-# the graph tables the SQL form of the rules reads
-_SQL_GRAPH_TABLES = ("branches", "participants", "messages", "model_runs", "tool_calls",
-                     "tool_artifacts", "tool_memories")
-
 
 def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table],
                    export_id: str, requests: pa.Table, sides: Sequence[pa.Table],
@@ -301,20 +297,11 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
         ids = pc.binary_join_element_wise(_SIDE_TAG.format(side), table["assembly_id"], "")
         return table.set_column(table.schema.get_field_index("assembly_id"), "assembly_id", ids)
 
-    requests = pa.concat_tables([tagged(requests, i) for i in range(len(sides))])
-    views = {name: graphs[name] for name in _SQL_GRAPH_TABLES}
-    views["context_assemblies"] = requests
-    views["assembly_summary"] = requests.select(["export_id", "assembly_id"])
-    views["assembly_records"] = pa.concat_tables([
-        tagged(side.select(["assembly_id", "record_kind", "record_id", "decision", "rendering"]), i)
-        for i, side in enumerate(sides)])
-    for name, table in views.items():
-        if "graph_conversation_id" in table.column_names:
-            table = table.drop_columns(["graph_conversation_id"])
-        if "export_id" not in table.column_names:
-            table = table.append_column("export_id", pc.fill_null(
-                pa.nulls(table.num_rows, pa.string()), export_id))
-        views[name] = table
+    views = safety_views(
+        graphs, export_id, pa.concat_tables([tagged(requests, i) for i in range(len(sides))]),
+        pa.concat_tables([
+            tagged(side.select(["assembly_id", "record_kind", "record_id", "decision", "rendering"]), i)
+            for i, side in enumerate(sides)]))
     with registered(con, **views):
         # a row reachable from two conversations of the chunk is in its graph twice
         found = con.sql(
