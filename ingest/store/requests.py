@@ -88,7 +88,6 @@ class RequestQueries(Database):
         list would stream too, but DuckDB sorts every matching row before the first comes
         out: at 1,000,000 requests that sort held 564 MB for ``list --json | head``. A
         page is a top-N of ``batch_rows`` rows, whatever the store's size."""
-        _list_sql(flt, sort, descending, None, 0)  # a bad sort column fails before any read
         cursor = self.cursor()
         after: tuple[str, str] | None = None
         left = limit
@@ -223,14 +222,26 @@ GROUP BY ids.i ORDER BY ids.i
 """
 
 
+def _order(sort: str, descending: bool, alias: str = "") -> str:
+    """The request list's order: ``sort`` (one of ``LIST_COLUMNS``; nulls last), then the
+    assembly id the same way, then the export id ascending."""
+    if sort not in LIST_COLUMNS:
+        raise ContextlensError(
+            f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
+        )
+    d = "DESC" if descending else "ASC"
+    p = f"{alias}." if alias else ""
+    return f"{p}{q(sort)} {d} NULLS LAST, {p}assembly_id {d}, {p}export_id"
+
+
 def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, rows: int,
               after: tuple[str, str] | None) -> tuple[str, list[Any]]:
     """One page of the request list (``iter_assemblies``): the first ``rows`` rows in
     ``_list_sql``'s order that come after the row (assembly_id, export_id) ``after`` (None:
     from the start), with export_id. The row after which the page starts is read by its
     key, so its values keep their own types (times, lists, nulls) in the comparison."""
+    order = _order(sort, descending, "t")  # a bad sort column fails before any read
     where, params = filter_sql(as_filter(flt))
-    direction = "DESC" if descending else "ASC"
     later = "<" if descending else ">"  # "comes later in the list" for the sort and the id
     s = q(sort)
     cols = ", ".join(f"t.{q(c)}" for c in (*LIST_COLUMNS, "export_id"))
@@ -239,7 +250,7 @@ def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, row
     else:
         start = ("WITH l AS (SELECT " + s + " AS ls, assembly_id AS la, export_id AS le "
                  "FROM assembly_summary WHERE assembly_id = ? AND export_id = ?) ")
-        # the list's order is (sort NULLS LAST, assembly_id, export_id), export_id always
+        # the list's order (``_order``): sort NULLS LAST, assembly_id, export_id always
         # ascending: a row comes later when the first of these that differs says so
         follows = (f" AND ((t.{s} IS NULL)::INT > (l.ls IS NULL)::INT "
                    f"OR ((t.{s} IS NULL) = (l.ls IS NULL) AND (t.{s} {later} l.ls "
@@ -247,24 +258,15 @@ def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, row
                    "OR (t.assembly_id = l.la AND t.export_id > l.le))))))")
         head = list(after)
     sql = (f"{start}SELECT {cols} FROM assembly_summary t{', l' if after else ''} "
-           f"WHERE ({where}){follows} "
-           f"ORDER BY t.{s} {direction} NULLS LAST, t.assembly_id {direction}, t.export_id "
-           "LIMIT ?")
+           f"WHERE ({where}){follows} ORDER BY {order} LIMIT ?")
     return sql, [*head, *params, int(rows)]
 
 
 def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,
               limit: int | None, offset: int) -> tuple[str, list[Any]]:
-    if sort not in LIST_COLUMNS:
-        raise ContextlensError(
-            f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
-        )
+    order = _order(sort, descending)
     where, params = filter_sql(as_filter(flt))
-    direction = "DESC" if descending else "ASC"
-    sql = (
-        f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} "
-        f"ORDER BY {q(sort)} {direction} NULLS LAST, assembly_id {direction}, export_id"
-    )
+    sql = f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} ORDER BY {order}"
     if limit is not None:
         sql += " LIMIT ?"
         params = params + [int(limit)]
