@@ -40,6 +40,7 @@ in order, except what a compaction dropped. ``assembled_tokens`` is the recorded
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -487,11 +488,38 @@ class _Stream:
                 self.b.bump("parallel_groups")
 
 
-def _subagent_files(path: Path) -> list[Path]:
+def _subagent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
+    """(name shown, file) of the session's subagent transcripts. Claude Code 2.1 writes
+    them to ``<session>/subagents/agent-<id>.jsonl``; 2.0 wrote them beside the session,
+    ``agent-<id>.jsonl`` in the project folder among other sessions' agents, so there one
+    is the session's when its lines carry the session's ``sessionId``."""
     folder = path.parent / path.stem / "subagents"
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("agent-*.jsonl") if p.is_file())
+    found = ([(f"{path.stem}/subagents/{p.name}", p) for p in sorted(folder.glob("agent-*.jsonl"))
+              if p.is_file()] if folder.is_dir() else [])
+    if session_id is None or path.name.startswith("agent-"):
+        return found
+    names = {p.name for _, p in found}
+    found += [(p.name, p) for p in sorted(path.parent.glob("agent-*.jsonl"))
+              if p.name not in names and p.is_file() and _session_of(p) == session_id]
+    return found
+
+
+def _session_of(path: Path) -> str | None:
+    """The ``sessionId`` the first lines of a transcript carry (its first MB read at most:
+    a project folder can hold many agent files, and only the one field is wanted)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return None
+    for raw in head.splitlines()[:5]:
+        try:
+            d = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(d, dict) and isinstance(d.get("sessionId"), str):
+            return d["sessionId"]
+    return None
 
 
 def _first_prompt(lines: list[tuple[int, Any]]) -> str:
@@ -534,7 +562,9 @@ def adapt_claude_code(
 
     # subagents: their own files first, then sidechains kept in the main file
     sources: list[tuple[str, str, list[tuple[int, Any]]]] = []
-    for f in _subagent_files(path):
+    session_id = next((d["sessionId"] for _, d in lines
+                       if isinstance(d, dict) and isinstance(d.get("sessionId"), str)), None)
+    for shown, f in _subagent_files(path, session_id):
         try:
             raw = f.read_bytes()
         except OSError as err:
@@ -546,7 +576,7 @@ def adapt_claude_code(
             if isinstance(d, dict) and d.get("agentId"):
                 agent = str(d["agentId"])
                 break
-        sources.append((f"{path.stem}/subagents/{f.name}", agent, sub_lines))
+        sources.append((shown, agent, sub_lines))
 
     # hook output (meta user lines, e.g. <system-reminder>) that a subagent file holds but
     # whose parentUuid is a line of the main session belongs to the main session, there
@@ -612,9 +642,13 @@ def adapt_claude_code(
             stream.feed(n, d)
         stream.finish()
         b.bump("subagents")
-    for t in ctx.tasks:
-        if not t.matched:
-            b.bump("subagents_without_transcript")
+    missing = [t for t in ctx.tasks if not t.matched]
+    if missing:
+        b.bump("subagents_without_transcript", len(missing))
+        b.warn(f"{path.name}: {len(missing)} subagent call(s) without a transcript "
+               f"({', '.join(t.tool_call_id for t in missing[:3])}{', …' if len(missing) > 3 else ''}; "
+               f"looked in {path.stem}/subagents/ and for agent-*.jsonl of this session beside "
+               "it): what those subagents were sent is not in the store")
     return b.write(out_dir)
 
 
@@ -628,6 +662,10 @@ def sniff(objs: list[Any]) -> str | None:
         return "no JSON lines"
     hits = 0
     for d in objs:
+        if isinstance(d, dict) and d.get("type") == "gemini":
+            # a Gemini CLI session log whose messages carry its sessionId (some tools write
+            # them so): Claude Code never writes a "gemini" line
+            return 'lines of type "gemini" (a Gemini CLI session)'
         if (
             isinstance(d, dict)
             and isinstance(d.get("type"), str)

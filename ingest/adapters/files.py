@@ -141,7 +141,7 @@ class Sample:
 def read_sample(path: Path) -> Sample:
     """The :class:`Sample` of a regular file (refused by type otherwise). Nesting too deep
     for the JSON parser is an error naming the file and, for JSON lines, the line."""
-    from .jsonread import loads_document, parse_line
+    from .jsonread import json_error, loads_document, parse_line
 
     st = require_regular_file(path)
     try:
@@ -157,7 +157,7 @@ def read_sample(path: Path) -> Sample:
             sample.document = loads_document(path, head, verify_text=False)
             sample._json = True
         except (ValueError, UnicodeDecodeError) as err:
-            sample.why_not_json = str(err)[:60]
+            sample.why_not_json = json_error(err)
     lines: list[Any] = []
     n = 0
     for n, raw in enumerate(head.splitlines(), start=1):

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec
-from .common import EPOCH, as_text, blocks_text, parse_ts
+from .common import EPOCH, as_text, parse_ts, parts_text
 from .files import Sample
 from .jsonread import iter_jsonl, loads_document
 from .tokens import TokenEstimator
@@ -104,6 +104,25 @@ def _recorded(tokens: Any) -> int | None:
     return None
 
 
+def _part_text(_kind: Any, part: dict[str, Any]) -> str:
+    """One Gemini ``Part`` as the text shown: its text; media (``inlineData``, whose
+    ``data`` is base64, or ``fileData``) as a short marker such as ``[image]``, the way the
+    other formats show an image block, not as its bytes; any other part as JSON."""
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    media = part.get("inlineData", part.get("fileData"))
+    if isinstance(media, dict):
+        mime = media.get("mimeType")
+        major = mime.split("/", 1)[0] if isinstance(mime, str) else ""
+        return f"[{major if major in ('image', 'audio', 'video') else 'file'}]"
+    return as_text(part)
+
+
+def content_text(content: Any) -> str:
+    """A message's ``content`` (a string, a Part, or a list of Parts and strings) as text."""
+    return parts_text([content] if isinstance(content, dict) else content, _part_text)
+
+
 def _response_text(call: dict[str, Any]) -> tuple[str, bool]:
     """(result text, the response says error) of a tool call's ``result`` parts."""
     parts = call.get("result") if isinstance(call.get("result"), list) else []
@@ -115,7 +134,7 @@ def _response_text(call: dict[str, Any]) -> tuple[str, bool]:
         if not isinstance(fr, dict):
             if p is not None:
                 found = True
-                texts.append(blocks_text(p))
+                texts.append(content_text(p))
             continue
         found = True
         resp = fr.get("response")
@@ -221,7 +240,7 @@ class _Session:
         if mid in self.recs:
             mid = f"{mid}#{i}"  # an id used twice: two messages all the same
         t = self.ts(m.get("timestamp"))
-        text = blocks_text(m.get("content"))
+        text = content_text(m.get("content"))
         recs: list[Rec] = []
         if kind == "user":
             rec = self.b.message(self.cid, "user", text, t, participant_id=self.user,
@@ -325,7 +344,7 @@ def adapt_gemini_cli(path: Path, out_dir: Path, estimator: TokenEstimator | None
     meta, events = _events(path, data, b)
     s = _Session(b, path, meta)
     first_user = next(
-        (blocks_text(m.get("content")) for kind, m in events
+        (content_text(m.get("content")) for kind, m in events
          if kind == "msg" and isinstance(m, dict) and m.get("type") == "user"),
         "",
     )

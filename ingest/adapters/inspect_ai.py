@@ -52,7 +52,7 @@ from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Placement, Rec
 from .common import EPOCH, after, as_text, parse_ts, parts_text
 from .files import Sample
-from .jsonread import loads_document, read_document
+from .jsonread import json_error, loads_document, read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "inspect-ai"
@@ -117,7 +117,7 @@ def _read_entry(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo) -> Any:
         return loads_document(path, raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise ContextlensError(
-            f"{path}: archive entry {info.filename} is not JSON ({str(err)[:80]})"
+            f"{path}: archive entry {info.filename} is not JSON ({json_error(err)})"
         ) from None
 
 

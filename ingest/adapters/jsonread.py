@@ -25,7 +25,21 @@ def iter_jsonl(path: Path, data: bytes, b: "Builder") -> Iterator[tuple[int, Any
         try:
             yield n, parse_line(path, n, raw)
         except (ValueError, UnicodeDecodeError) as err:
-            b.warn(f"{path.name} line {n}: malformed JSON skipped ({str(err)[:80]})")
+            b.warn(f"{path.name} line {n}: malformed JSON skipped ({json_error(err)})")
+
+
+def json_error(err: ValueError | UnicodeDecodeError) -> str:
+    """Why a text is not JSON, short and whole: the parser's message with the line and
+    column it stopped at (a cut ``str(err)`` could end in the middle of "(char 19463)"),
+    or the byte that is not UTF-8."""
+    if isinstance(err, json.JSONDecodeError):
+        where = f"line {err.lineno} column {err.colno}"
+        # "Unterminated string starting at" names where the string began
+        return f"{err.msg} {where}" if err.msg.endswith(" at") else f"{err.msg} at {where}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 at byte {err.start}"
+    text = str(err)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 # --------------------------------------------------------------------------- bounded parsing
@@ -99,7 +113,7 @@ def read_document(path: Path, data: bytes, what: str,
     try:
         doc = loads_document(path, data)
     except (ValueError, UnicodeDecodeError) as err:
-        raise ContextlensError(f"{path}: not {what} (not JSON: {str(err)[:80]})") from None
+        raise ContextlensError(f"{path}: not {what} (not JSON: {json_error(err)})") from None
     why = sniff(doc)
     if why is not None:
         raise ContextlensError(f"{path}: not {what} ({why})")

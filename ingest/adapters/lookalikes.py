@@ -10,6 +10,7 @@ purpose: they say what a file resembles, the sniffer decides whether it is that 
 
 from __future__ import annotations
 
+import re
 import zipfile
 from typing import Any, Callable, Iterable, Mapping
 
@@ -18,6 +19,8 @@ from .files import Sample
 __all__ = ["LOOKALIKES", "SIGNATURES", "closest", "explain"]
 
 _SCAN = 50  # lines a recogniser looks at
+_KEY = re.compile(rb'"([A-Za-z_][A-Za-z0-9_.-]{0,63})"\s*:')
+_KEYS_BYTES = 1 << 16
 
 
 def _first(sample: Sample) -> Any:
@@ -175,6 +178,10 @@ def _keys(sample: Sample) -> set[str]:
     keys: set[str] = set()
     for _n, line in _objects(sample):
         keys.update(str(k) for k in line)
+    if not keys and sample.document is None and sample.head.lstrip()[:1] in (b"{", b"["):
+        # a JSON document that does not parse (cut short, a stray byte): the keys its
+        # first 64 KB spell, at any depth, still say what it was meant to be
+        keys = {m.decode("utf-8", "replace") for m in _KEY.findall(sample.head[:_KEYS_BYTES])}
     return keys
 
 

@@ -163,6 +163,17 @@ def _sniff(adapter: Adapter, sample: Sample) -> str | None:
     return None if r is None else str(r)
 
 
+def _tried(reasons: dict[str, str]) -> str:
+    """Every format tried and why it refused the file, formats that refused it for the
+    same reason named together (a file that is not JSON is that for every JSON format):
+    ``claude-code, codex: not JSON nor JSON lines (…); export: not a folder …``."""
+    same: dict[str, list[str]] = {}
+    for name in format_names():
+        if name in reasons:
+            same.setdefault(reasons[name], []).append(name)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in same.items())
+
+
 def detect_format(path: Path) -> str:
     """Name the format of ``path`` (one of ``format_names()``), or raise ContextlensError
     naming the file and, for every format tried, why it did not match."""
@@ -189,7 +200,7 @@ def detect_format(path: Path) -> str:
         if reason is None:
             return name
         reasons[name] = reason
-    tried = "; ".join(f"{f}: {reasons[f]}" for f in format_names() if f in reasons)
+    tried = _tried(reasons)
     from .lookalikes import closest, explain
 
     looks = explain(sample, reasons)

@@ -183,3 +183,52 @@ def test_a_log_whose_lines_are_not_messages_is_refused(tmp_path: Path) -> None:
     assert str(err.value).startswith(
         f"{f}: looks like a Gemini CLI session (session metadata (sessionId, projectHash) on line 1) "
         "but does not match gemini-cli (lines after the metadata are not messages")
+
+
+def test_media_parts_are_markers_not_their_base64(tmp_path: Path) -> None:
+    # a screenshot attached to the prompt and a PDF that read_file returned: Gemini Parts
+    # with inlineData (base64) or fileData, which the model receives as media, not text
+    blob = "iVBORw0KGgo" * 4000  # 44 KB of base64
+    session = {
+        "sessionId": "s-media", "projectHash": "p", "startTime": "2026-04-01T09:00:00.000Z",
+        "lastUpdated": "2026-04-01T09:01:00.000Z",
+        "messages": [
+            {"id": "u1", "timestamp": "2026-04-01T09:00:01.000Z", "type": "user",
+             "content": [{"text": "What is in this screenshot?"},
+                         {"inlineData": {"mimeType": "image/png", "data": blob}},
+                         {"fileData": {"mimeType": "video/mp4", "fileUri": "gs://b/clip.mp4"}}]},
+            {"id": "g1", "timestamp": "2026-04-01T09:00:02.000Z", "type": "gemini",
+             "content": "", "model": "gemini-2.5-pro",
+             "tokens": {"input": 1800, "output": 10, "total": 1810},
+             "toolCalls": [{"id": "c1", "name": "read_file", "args": {"path": "spec.pdf"},
+                            "status": "success", "timestamp": "2026-04-01T09:00:03.000Z",
+                            "result": [{"functionResponse": {"id": "c1", "name": "read_file",
+                                        "response": {"output": "Binary content provided (1 item(s))."}}},
+                                       {"inlineData": {"mimeType": "application/pdf", "data": blob}}]}]},
+            {"id": "g2", "timestamp": "2026-04-01T09:00:10.000Z", "type": "gemini",
+             "content": "A login form.", "model": "gemini-2.5-pro",
+             "tokens": {"input": 2900, "output": 5, "total": 2905}},
+        ],
+    }
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(session), encoding="utf-8")
+    db = _load(path, tmp_path)
+    prompt, tokens = sql(db, "select content, content_tokens from messages where role = 'user'")[0]
+    assert prompt == "What is in this screenshot?\n[image]\n[video]"
+    assert tokens < 30
+    preview, art_tokens = sql(db, "select result_preview, content_tokens from tool_artifacts")[0]
+    assert "[file]" in preview and "iVBOR" not in preview
+    assert art_tokens < 30
+
+
+def test_a_log_whose_messages_carry_the_session_id_is_still_gemini(tmp_path: Path) -> None:
+    # some tools write the sessionId on every message line too; a user line with a
+    # sessionId is also what a Claude Code line looks like, but a "gemini" line is not
+    lines = (FIX / "gemini_session.jsonl").read_text(encoding="utf-8").splitlines()
+    tagged = [lines[0]] + [json.dumps({**json.loads(ln), "sessionId": "s-1"}) for ln in lines[1:]
+                           if ln.strip() and "type" in json.loads(ln)]
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(tagged) + "\n", encoding="utf-8")
+    assert detect_format(path) == "gemini-cli"
+    res = adapt(path, tmp_path / "export")
+    assert res.stats["requests"] == adapt(FIX / "gemini_session.jsonl", tmp_path / "plain").stats["requests"]

@@ -260,3 +260,37 @@ def test_mini_swe_agent_real(path: Path, tmp_path: Path) -> None:
     assert [t for t, _, _ in rows] == [r["usage"]["prompt_tokens"] for r in responses]
     assert all("tokens:recorded" in tags for _, tags, _ in rows)
     assert {m for _, _, m in rows} == {r["model"] for r in responses}
+
+
+def test_claude_code_2_0_subagents_beside_the_session(tmp_path: Path) -> None:
+    # Claude Code 2.0 kept a session's subagent transcripts beside it, agent-<id>.jsonl in
+    # the project folder with other sessions' agents; 2.1 moved them to <session>/subagents/.
+    # Both layouts give the same requests; another session's agent beside it is not read,
+    # and a session whose subagents are nowhere says so.
+    session = REALDATA / "claude-code-spotter" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    agent = session.parent / session.stem / "subagents" / "agent-a881341.jsonl"
+    folder = adapt(session, tmp_path / "folder")
+    assert folder.stats["subagents"] >= 1
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / session.name).write_bytes(session.read_bytes())
+    for f in agent.parent.glob("agent-*.jsonl"):
+        (project / f.name).write_bytes(f.read_bytes())
+    other = [json.dumps({**d, "sessionId": "another-session", "agentId": "b000001"})
+             for d in _lines(agent)]
+    (project / "agent-b000001.jsonl").write_text("\n".join(other) + "\n", encoding="utf-8")
+    beside = adapt(project / session.name, tmp_path / "beside")
+    child = "select count(*) from context_assemblies where runtime_kind = 'subagent_child'"
+    folder_db, beside_db = tmp_path / "f.duckdb", tmp_path / "b.duckdb"
+    ingest(folder.export_dir, folder_db)
+    ingest(beside.export_dir, beside_db)
+    assert sql(beside_db, child) == sql(folder_db, child) != [(0,)]
+    assert not any("b000001" in w for w in beside.warnings)
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / session.name).write_bytes(session.read_bytes())
+    res = adapt(alone / session.name, tmp_path / "alone-export")
+    assert any("subagent call(s) without a transcript" in w and "not in the store" in w
+               for w in res.warnings), res.warnings

@@ -91,3 +91,24 @@ def test_an_unknown_file_names_the_closest_format(tmp_path: Path, name: str) -> 
     message = str(err.value)
     assert message.startswith(f"{path}: not a known transcript format, {expected}"), message
     assert "\n" not in message
+
+
+def test_a_session_cut_short_says_what_it_was_and_where_it_stops(tmp_path: Path) -> None:
+    # a Gemini CLI session whose JSON ends in the middle of a string (a copy cut short):
+    # not JSON for every JSON format, said once for all of them, with the line and column
+    # where the parser stopped, and the format its keys are closest to
+    whole = (Path(__file__).parents[1] / "adapter_fixtures" / "gemini_session.json").read_text()
+    cut = whole[: whole.index('"content"', len(whole) // 2) + 14]
+    path = tmp_path / "session.json"
+    path.write_text(cut, encoding="utf-8")
+    with pytest.raises(ContextlensError) as err:
+        detect_format(path)
+    message = str(err.value)
+    line = cut.count("\n") + 1
+    assert message.startswith(f"{path}: not a known transcript format, closest: a Gemini CLI "
+                              "session (shares "), message
+    assert f"Unterminated string starting at line {line} column" in message
+    tried = message[message.index("(tried "):]
+    assert tried.count("not JSON nor JSON lines") == 1, tried
+    assert "claude-code, openai-chat, anthropic-messages, gemini-cli, codex" in tried
+    assert "\n" not in message
