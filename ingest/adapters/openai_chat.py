@@ -194,9 +194,9 @@ def _conversation(
     block_index = 0
     text_since_call = False
     processors = HistoryProcessors.of(holder)
-    for kind in processors.unmodelled:
-        b.warn(f"{path.name} {where}: SWE-agent history processor {kind!r} is not modelled; "
-               "its requests are recorded with the history as logged")
+    for why in processors.unmodelled:
+        b.warn(f"{path.name} {where}: SWE-agent {why}; "
+               "its requests are recorded with the history as logged, not replayed")
     swe = is_swe_agent(holder)
     # the runtime policy its requests replay under (replay/runtimes.py)
     if swe and not processors.unmodelled:

@@ -26,6 +26,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsonread import json_error
+
 __all__ = ["HistoryProcessors", "agent_config", "elided_text", "history_entry", "is_swe_agent",
            "step_inputs"]
 
@@ -66,9 +68,45 @@ def step_inputs(holder: Any) -> list[list[Any] | None]:
     return out
 
 
+# the settings of the modelled processors, as SWE-agent's own configuration types them:
+# key -> (whole number at least this, or None for a list of strings; required)
+_SETTINGS: dict[str, dict[str, tuple[int | None, bool]]] = {
+    "last_n_observations": {"n": (0, True), "polling": (1, False),
+                            "always_remove_output_for_tags": (None, False),
+                            "always_keep_output_for_tags": (None, False)},
+    "tag_tool_call_observations": {"tags": (None, False), "function_names": (None, False)},
+}
+_KEY = "replay_config.agent.history_processors"
+
+
+def _setting_problem(p: dict[str, Any], i: int) -> str | None:
+    """Why processor ``i`` cannot be the one SWE-agent ran (a setting its configuration
+    would have refused), or None."""
+    for key, (least, required) in _SETTINGS[p["type"]].items():
+        if key not in p or p[key] is None:
+            if required:
+                return f"{_KEY}[{i}] ({p['type']}) has no {key}"
+            continue
+        v = p[key]
+        if least is None:
+            if not (isinstance(v, list) and all(isinstance(s, str) for s in v)):
+                return f"{_KEY}[{i}].{key} is {_shown(v)}, not a list of strings"
+        elif isinstance(v, bool) or not isinstance(v, int) or v < least:
+            return f"{_KEY}[{i}].{key} is {_shown(v)}, not a whole number of at least {least}"
+    return None
+
+
+def _shown(v: Any) -> str:
+    text = json.dumps(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else str(v)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 @dataclass
 class HistoryProcessors:
-    """The processors of one trajectory, applied to a request's history."""
+    """The processors of one trajectory, applied to a request's history. ``unmodelled``
+    says why they cannot be replayed, if they cannot (a processor not modelled here, or a
+    configuration SWE-agent would not have run): its requests are then recorded as
+    observed."""
 
     steps: list[dict[str, Any]] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)
@@ -76,12 +114,30 @@ class HistoryProcessors:
     @classmethod
     def of(cls, holder: Any) -> "HistoryProcessors":
         out = cls()
-        for p in agent_config(holder).get("history_processors") or []:
+        replay = holder.get("replay_config") if isinstance(holder, dict) else None
+        if isinstance(replay, str):
+            try:
+                json.loads(replay)
+            except ValueError as err:
+                out.unmodelled.append(f"replay_config is not JSON ({json_error(err)}): "
+                                      "its history processors are unknown")
+                return out
+        listed = agent_config(holder).get("history_processors")
+        if listed is not None and not isinstance(listed, list):
+            out.unmodelled.append(f"{_KEY} is {_shown(listed)}, not a list: the processors are unknown")
+            return out
+        for i, p in enumerate(listed or []):
             kind = p.get("type") if isinstance(p, dict) else None
-            if kind in ("last_n_observations", "tag_tool_call_observations"):
-                out.steps.append(p)
+            if not isinstance(p, dict):
+                out.unmodelled.append(f"{_KEY}[{i}] is {_shown(p)}, not a processor")
+            elif kind in _SETTINGS:
+                problem = _setting_problem(p, i)
+                if problem is None:
+                    out.steps.append(p)
+                else:
+                    out.unmodelled.append(problem)
             elif kind not in _UNCHANGED:
-                out.unmodelled.append(str(kind))
+                out.unmodelled.append(f"history processor {kind!r} is not modelled")
         return out
 
     def elided(self, history: list[Any]) -> dict[int, tuple[str, str]]:

@@ -82,3 +82,42 @@ def test_without_processors_every_observation_is_sent(tmp_path: Path) -> None:
 def test_an_unmodelled_processor_is_a_warning(tmp_path: Path) -> None:
     _, warnings = _store(tmp_path, _trajectory(2, [{"type": "closed_window"}]))
     assert any("'closed_window' is not modelled" in w for w in warnings)
+
+
+BROKEN = {  # processors SWE-agent's own configuration would have refused to run
+    "n is a word": ([{"type": "last_n_observations", "n": "two"}],
+                    'history_processors[0].n is "two", not a whole number of at least 0'),
+    "n is infinite": ([{"type": "last_n_observations", "n": 1e400}],
+                      "history_processors[0].n is inf, not a whole number"),
+    "n is missing": ([{"type": "last_n_observations"}],
+                     "history_processors[0] (last_n_observations) has no n"),
+    "polling is 0": ([{"type": "last_n_observations", "n": 2, "polling": 0}],
+                     "history_processors[0].polling is 0, not a whole number of at least 1"),
+    "a tag list is a string": ([{"type": "last_n_observations", "n": 2,
+                                 "always_keep_output_for_tags": "keep"}],
+                               'history_processors[0].always_keep_output_for_tags is "keep", not a list of strings'),
+    "the list is a string": ("last_n_observations",
+                             'history_processors is "last_n_observations", not a list'),
+    "an entry is a number": ([5], "history_processors[0] is 5, not a processor"),
+}
+
+
+def test_a_configuration_swe_agent_would_refuse_is_named_and_not_replayed(capsys, tmp_path: Path) -> None:
+    from support.cli import run_json
+
+    for case, (processors, expected) in BROKEN.items():
+        folder = tmp_path / case.replace(" ", "_")
+        folder.mkdir()
+        db, warnings = _store(folder, _trajectory(3, processors))
+        assert any(f"replay_config.agent.{expected}" in w for w in warnings), (case, warnings)
+        # its requests are kept as they were sent, counted and never judged against a
+        # rule that did not run (it used to end in "internal error: ValueError")
+        out = run_json(capsys, "verify", "--db", str(db))
+        assert out["not_replayable"] == out["checked"] == 4, (case, out["checked"])
+
+    folder = tmp_path / "not_json"
+    folder.mkdir()
+    traj = {**_trajectory(3, []), "replay_config": "{not json"}
+    _, warnings = _store(folder, traj)
+    assert any("replay_config is not JSON (Expecting property name enclosed in double quotes at "
+               "line 1 column 2)" in w for w in warnings), warnings
