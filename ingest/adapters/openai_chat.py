@@ -35,6 +35,7 @@ from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .swe_agent import (
     HistoryProcessors, agent_config, elided_text, history_entry, is_swe_agent, step_inputs,
+    unlogged_steps,
 )
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
@@ -207,6 +208,8 @@ def _conversation(
         b.runtime, b.runtime_settings = "chat-full-history", {}
     # SWE-agent steps that recorded their exact input, in the order of the model's turns
     inputs = step_inputs(holder) if swe else []
+    if swe:
+        msgs = [*msgs, *unlogged_steps(holder, msgs)]
     turn = 0
     record_of: dict[int, str] = {}  # message index -> the record it became (its last one)
     for i, m in enumerate(msgs):

@@ -29,7 +29,7 @@ from typing import Any
 from .jsonread import json_error
 
 __all__ = ["HistoryProcessors", "agent_config", "elided_text", "history_entry", "is_swe_agent",
-           "step_inputs"]
+           "step_inputs", "unlogged_steps"]
 
 _UNCHANGED = {"default", "cache_control"}
 
@@ -99,6 +99,21 @@ def _setting_problem(p: dict[str, Any], i: int) -> str | None:
 def _shown(v: Any) -> str:
     text = json.dumps(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else str(v)
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def unlogged_steps(holder: Any, history: list[Any]) -> list[dict[str, Any]]:
+    """The trajectory steps past the history's last model turn, as the assistant entries
+    they would be: SWE-agent 1.x does not write the step that ends a run (its ``submit``)
+    to ``history``, so that model call, sent the whole history, is only in ``trajectory``
+    (its ``response``, ``thought`` and ``action``)."""
+    steps = holder.get("trajectory") if isinstance(holder, dict) else None
+    if not isinstance(steps, list):
+        return []
+    turns = sum(1 for m in history if isinstance(m, dict) and m.get("role") == "assistant"
+                and not m.get("is_demo"))
+    return [{"role": "assistant", "content": s["response"], "message_type": "action",
+             "thought": s.get("thought"), "action": s.get("action")}
+            for s in steps[turns:] if isinstance(s, dict) and isinstance(s.get("response"), str)]
 
 
 @dataclass

@@ -215,6 +215,13 @@ def _openai_expected(path: Path, est: Callable[[str], int]) -> dict:
                 ids -= set(answered)
                 failed += _text(m.get("content")).lstrip().lower().startswith("error")
         pending += len(ids)
+        if isinstance(raw, dict) and isinstance(raw.get("trajectory"), list):
+            # SWE-agent 1.x writes the step that ends the run (its submit) to the trajectory
+            # only: one more model call, sent the whole history
+            for step in raw["trajectory"][sum(m["role"] == "assistant" for m in msgs):]:
+                requests += 1
+                tokens.append(running)
+                running += est(step["response"])
     return dict(requests=requests, tokens=sorted(tokens), calls=calls, failed=failed,
                 parallel=parallel, pending=pending, conversations=len(convs))
 
@@ -240,6 +247,12 @@ def test_openai_chat_real(path: Path, tmp_path: Path) -> None:
     assert status.get("failed", 0) == exp["failed"]
     assert status.get("pending", 0) == exp["pending"]
     assert sql(db, "select count(distinct parallel_group) from tool_calls")[0][0] == exp["parallel"]
+    stats = (json.loads(path.read_text()).get("info") or {}).get("model_stats") if path.suffix == ".traj" else None
+    if stats:
+        # SWE-agent's own count of its model calls and of the tokens it sent them: every
+        # call is a request (the last one too), and the reconstructed inputs add up
+        assert len(rows) == stats["api_calls"]
+        assert abs(sum(r["assembled_tokens"] for r in rows) - stats["tokens_sent"]) <= stats["tokens_sent"] // 100
 
 
 MINI = sorted((REALDATA / "mini-swe-agent").glob("*.traj.json")) if REALDATA.is_dir() else []
