@@ -29,6 +29,8 @@ too). What is read:
   input shows (``result``).
 - ``compaction`` events: records before them are ``compacted`` (not ``evicted``) when a
   later input leaves them out.
+- Scorers (``step`` events of type scorer, or ``span_begin``/``span_end`` of type scorer):
+  their model calls (a grader's prompt) are a thread of their own, not the sample's.
 - ``attachment://<hash>`` strings anywhere are replaced by ``attachments[hash]``.
 - Other events (``sample_init``, ``state``, ``store``, ``sandbox``, ``span_*``, ``score``,
   ``info``, ``logger``, ``approval``, ``input``, ``error``, ``step``, ...) carry no model
@@ -279,6 +281,24 @@ class _Sample:
     compactions: int = 0
     roles: dict[str, str] = field(default_factory=dict)  # message record id -> role
     last_time: dt.datetime = EPOCH
+    # a scorer's model calls (a grader's prompt) are a conversation of their own, not the
+    # sample's: while a scorer runs, ``history`` is its own thread, the sample's is kept here
+    scorer: str | None = None
+    _sample_history: list[Rec] = field(default_factory=list)
+    _sample_compacted: int = 0
+    scorer_threads: list[list[Rec]] = field(default_factory=list)
+
+    def enter_scorer(self, name: str) -> None:
+        if self.scorer is None:
+            self.scorer = name
+            self._sample_history, self._sample_compacted = self.history, self.compacted_before
+            self.history, self.compacted_before = [], 0
+            self.scorer_threads.append(self.history)
+
+    def leave_scorer(self) -> None:
+        if self.scorer is not None:
+            self.history, self.compacted_before = self._sample_history, self._sample_compacted
+            self.scorer = None
 
     def warn_once(self, what: str) -> None:
         key = f"unknown:{what}"
@@ -483,6 +503,24 @@ def _title(log: dict[str, Any], sample: dict[str, Any]) -> str:
     return f"{head}: {first}" if first else head
 
 
+def _scorer_bounds(s: _Sample, e: dict[str, Any], scorer_spans: set[Any]) -> None:
+    """Where a scorer starts and ends: a ``step`` event (``action`` begin/end, ``type``
+    scorer) in older logs, a ``span_begin`` / ``span_end`` pair (``type`` scorer, matched by
+    ``id``) in newer ones."""
+    kind = e.get("event")
+    if kind == "step" and e.get("type") == "scorer":
+        if e.get("action") == "begin":
+            s.enter_scorer(as_text(e.get("name")) or "scorer")
+        elif e.get("action") == "end":
+            s.leave_scorer()
+    elif kind == "span_begin" and e.get("type") == "scorer":
+        scorer_spans.add(e.get("id"))
+        s.enter_scorer(as_text(e.get("name")) or "scorer")
+    elif kind == "span_end" and e.get("id") in scorer_spans:
+        scorer_spans.discard(e.get("id"))
+        s.leave_scorer()
+
+
 def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.datetime) -> None:
     if not isinstance(raw, dict):
         b.warn(f"{where}: not a sample object, skipped")
@@ -500,6 +538,7 @@ def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.dat
     for e in events:
         if e.get("event") == "tool" and isinstance(e.get("id"), str):
             s.tool_events[e["id"]] = resolve(e)
+    scorer_spans: set[Any] = set()
     for n, e in enumerate(events):
         kind = e.get("event")
         if kind == "model":
@@ -507,6 +546,9 @@ def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.dat
         elif kind == "tool" and isinstance(e.get("id"), str):
             s.ran.append(e["id"])
             b.bump("events.tool")
+        elif kind in ("step", "span_begin", "span_end"):
+            _scorer_bounds(s, e, scorer_spans)
+            b.bump(f"events.{kind}")
         elif kind == "compaction":
             s.ran_tools(s.ts(e.get("timestamp")))
             s.compacted_before = len(s.history)
@@ -516,10 +558,14 @@ def _sample(b: Builder, log: dict[str, Any], raw: Any, where: str, start: dt.dat
             b.bump(f"events.{kind}")
         else:
             s.warn_once(f"event kind {kind!r}")
+    s.leave_scorer()  # a scorer step the log never ended
     s.finish(raw.get("messages"), s.last_time + dt.timedelta(milliseconds=1))
     # the sample's history in the order it grew: what a plain agent loop resends whole
-    # (chat-full-history); verify holds each request's exact input against it
+    # (chat-full-history); verify holds each request's exact input against it. Each
+    # scorer's model calls are a thread of their own (the grader resends its own prompt).
     b.thread(cid, s.history)
+    for k, scored in enumerate(s.scorer_threads):
+        b.thread(f"{cid}#scorer{k}", scored)
     b.bump("samples")
 
 
@@ -527,6 +573,8 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     b = s.b
     model = str(e.get("model") or "unknown")
     role = e.get("role") if isinstance(e.get("role"), str) and e.get("role") else None
+    if role is None and s.scorer is not None:
+        role = f"scorer {s.scorer}"
     key = f"model:{role}:{model}" if role else f"model:{model}"
     pid = b.participant(s.cid, key, f"{model} ({role})" if role else model, "model", _provider(model),
                         _model_name(model))
@@ -555,7 +603,9 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     tags = [EXACT_TAG, f"tool_schema_tokens_estimate:{tool_tokens}", f"sample:{s.where}"]
     if role:
         tags.append(f"model_role:{role}")
-    if s.compactions:
+    if s.scorer is not None:
+        tags.append(f"scorer:{s.scorer}")
+    elif s.compactions:
         tags.append(f"after_compaction:{s.compactions}")
     if e.get("cache") in ("read", "write"):
         tags.append(f"inspect_cache:{e['cache']}")  # a cache read made no API call

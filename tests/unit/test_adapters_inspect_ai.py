@@ -343,3 +343,42 @@ def test_lint_sees_results_after_text_and_an_unanswered_call(tmp_path: Path) -> 
         rules = {(f.rule, f.severity) for f in lint(store)}
     assert ("results_split_or_after_text", "warning") in rules
     assert ("tool_call_without_result", "error") in rules
+
+
+@pytest.mark.parametrize("bounds", ["step", "span"])
+def test_a_scorers_model_call_is_its_own_conversation(capsys, tmp_path: Path, bounds: str) -> None:
+    """model_graded_fact asks a grader model with a prompt of its own: that request was not
+    sent the sample's messages, and leaving them out is not drift. Scorers are bounded by
+    step events (older logs) or span_begin / span_end (newer ones)."""
+    from support.cli import run_json
+
+    user = _msg("u1", "user", "What is the capital of France?")
+    answer = _msg("a1", "assistant", "Paris.")
+    grader = _msg("g1", "user", "Grade this answer: Paris. Reply GRADE: C or GRADE: I.")
+    u = {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11}
+    if bounds == "step":
+        begin = {"event": "step", "action": "begin", "type": "scorer", "name": "model_graded_fact"}
+        end = {"event": "step", "action": "end", "type": "scorer", "name": "model_graded_fact"}
+    else:
+        begin = {"event": "span_begin", "id": "sp2", "type": "scorer", "name": "model_graded_fact"}
+        end = {"event": "span_end", "id": "sp2"}
+    events = [
+        {"event": "step", "action": "begin", "type": "solver", "name": "generate"},
+        _model_event("2025-01-01T00:00:01Z", None, [user], answer, u),
+        {"event": "step", "action": "end", "type": "solver", "name": "generate"},
+        {**begin, "timestamp": "2025-01-01T00:00:02Z"},
+        _model_event("2025-01-01T00:00:03Z", None, [grader], _msg("g2", "assistant", "GRADE: C"), u),
+        {**end, "timestamp": "2025-01-01T00:00:04Z"},
+        {"event": "score", "timestamp": "2025-01-01T00:00:05Z", "score": {"value": "C"}},
+    ]
+    sample = {"id": 1, "epoch": 1, "input": "q", "target": "Paris", "messages": [user, answer],
+              "metadata": {}, "events": events}
+    path = tmp_path / "graded.json"
+    path.write_text(json.dumps({"version": 2, "eval": {"task": "t"}, "samples": [sample]}))
+    db = _load(path, tmp_path)
+    assert sql(db, "select count(*) from assembly_records where decision = 'omitted'")[0][0] == 0
+    grading = sql(db, "select tags from context_assemblies order by assembled_at")[1][0]
+    assert "scorer:model_graded_fact" in grading
+    assert sql(db, "select count(*) from participants where label like '%(scorer model_graded_fact)'")[0][0] == 1
+    out = run_json(capsys, "verify", "--db", str(db))
+    assert (out["faithful"], out["drifted"]) == (2, 0)
