@@ -44,7 +44,20 @@ FORMAT = "letta"
 EXACT_TAG = "input:exact"
 
 
+def unwrapped(doc: Any) -> Any:
+    """The agent file itself when ``doc`` is a JSON string holding it: some published
+    agent files (letta-ai/agent-file's workflow_agent) are the JSON text encoded once more."""
+    if isinstance(doc, str) and doc.lstrip()[:1] == "{":
+        try:
+            inner = json.loads(doc)
+        except (ValueError, RecursionError):
+            return doc
+        return inner if isinstance(inner, dict) else doc
+    return doc
+
+
 def sniff_document(doc: Any) -> str | None:
+    doc = unwrapped(doc)
     if not isinstance(doc, dict):
         return "not a JSON object"
     if isinstance(doc.get("agents"), list) and ("blocks" in doc or "tools" in doc):
@@ -135,7 +148,7 @@ def _model(agent: dict[str, Any]) -> str:
 
 def adapt_letta(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
     data = path.read_bytes()
-    doc = read_document(path, data, "a Letta agent file", sniff_document)
+    doc = unwrapped(read_document(path, data, "a Letta agent file", sniff_document))
     b = Builder(FORMAT, path, data, estimator)
     # an agent with neither messages nor memory blocks has no context to show
     agents = [a for a in _agents(doc) if a["messages"] or a["blocks"]]

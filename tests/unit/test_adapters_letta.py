@@ -154,3 +154,17 @@ def test_an_agent_file_with_no_messages_nor_blocks_is_refused_in_one_line(tmp_pa
         adapt(path, tmp_path / "export")
     assert str(err.value) == f"{path}: no Letta agent with messages or memory blocks"
     assert not (tmp_path / "export").exists()
+
+
+@real
+def test_an_agent_file_encoded_as_a_json_string_reads_as_the_file(tmp_path: Path) -> None:
+    # letta-ai/agent-file publishes some agents (workflow_agent) as the JSON text of the
+    # file encoded once more: one JSON string. It is the same agent file.
+    wrapped = tmp_path / "wrapped.af"
+    wrapped.write_text(json.dumps(V2.read_text(encoding="utf-8")), encoding="utf-8")
+    assert detect_format(wrapped) == "letta"
+    plain, twice = tmp_path / "plain", tmp_path / "twice"
+    plain.mkdir()
+    twice.mkdir()
+    # the same context, record for record (ids are made from the file's bytes: not compared)
+    assert [r[1:] for r in _current(_load(wrapped, twice))] == [r[1:] for r in _current(_load(V2, plain))]
