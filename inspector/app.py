@@ -50,7 +50,7 @@ def key_owners() -> list[tuple[str, Any]]:
         ("Record panel (assembly screen, p)", RecordPanel),
         ("Bisect (record panel, b)", BisectScreen),
         ("Replay: policy picker (assembly screen, r)", PolicyPicker),
-        ("Incident bundle (assembly screen, e)", BundleScreen),
+        ("Incident bundle (assembly screen, u)", BundleScreen),
         ("Diff", DiffScreen),
         ("Verify (request list, V)", VerifyScreen),
         ("Compare: policy picker (request list, C)", ComparePicker),

@@ -365,11 +365,14 @@ class ReadModel:
         return PromptView(assembly_id, tuple(parts))
 
     def rendered_as(self, assembly_id: str, record_kind: str, record_id: str,
-                    renderings: "list[str | None]", reveal: bool = False) -> list[str | None]:
+                    renderings: "list[str | None]", reveal: bool = False,
+                    details: "list[str | None] | None" = None) -> list[str | None]:
         """The text the model receives for a record of ``assembly_id`` under each of
         ``renderings`` (a stale marker with its revalidation hint, a summary, …), masked
         unless revealed; None for a rendering of None (omitted) or a record the recorded
-        prompt does not hold."""
+        prompt does not hold. ``details`` are each side's decision details: a result a
+        runtime cleared says there what was sent instead (the recorded row's detail is the
+        recording's, not the replay's)."""
         from replay.render import body_as
 
         prompt = self.store.prompt_records(assembly_id)
@@ -381,7 +384,9 @@ class ReadModel:
         masker = Masker(reveal)
         # the content masked by its class, the marker around it kept: what changed is shown
         row["content"] = masker.text(row.get("content"), row.get("privacy_class"))
-        return [None if r is None else masker.text(body_as(row, r)) for r in renderings]
+        sides = details if details is not None else [row.get("detail")] * len(renderings)
+        return [None if r is None else masker.text(body_as({**row, "detail": d}, r))
+                for r, d in zip(renderings, sides, strict=True)]
 
     # ------------------------------------------------------------------ why
 

@@ -201,6 +201,7 @@ class CompareScreen(Screen[None]):
         self.result: CompareResult | None = None
         self.running = False
         self.cancelled = False
+        self._seen = (0, 0)  # (done, total) of the last progress report
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -231,6 +232,8 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-safety", Static).update("Replaying…")
         self.query_one("#compare-aggregates", Static).update("")
         self.query_one("#compare-holder").remove_children()
+        self._clear_plot()  # a rerun stopped half-way must not show the last run's histogram
+        self._seen = (0, 0)
         self.query_one("#compare-status", Static).update("esc: stop the compare")
         self.run_compare()
 
@@ -271,6 +274,7 @@ class CompareScreen(Screen[None]):
     def _progressed(self, done: int, total: int) -> None:
         if not self.is_attached or not self.running:
             return
+        self._seen = (done, total)
         self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
         # on Ray the count is of partitions (whole conversations), the unit Ray schedules
         unit = "partitions on Ray" if self.app.ray_exports is not None else "requests"  # type: ignore[attr-defined]
@@ -302,11 +306,16 @@ class CompareScreen(Screen[None]):
             status = "R: compare again · esc: back"
         self.query_one("#compare-status", Static).update(status)
 
-    def _plot(self, result: CompareResult) -> None:
+    def _clear_plot(self) -> PlotextPlot:
         plot = self.query_one("#compare-histogram", PlotextPlot)
+        plot.plt.clear_data()
+        plot.plt.clear_figure()
+        plot.refresh()
+        return plot
+
+    def _plot(self, result: CompareResult) -> None:
+        plot = self._clear_plot()
         plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
         histogram = result.tokens["per_request"]["histogram"]
         if histogram:
             plt.bar(bin_labels(histogram), [b["count"] for b in histogram])
@@ -345,7 +354,12 @@ class CompareScreen(Screen[None]):
             self.running, self.cancelled = False, True
             self.app.workers.cancel_node(self)
             self.set_class(False, "-running")
-            self.query_one("#compare-safety", Static).update("Compare stopped.")
+            # the bar stops where the compare stopped (left without a total it would keep
+            # moving as if still at work)
+            done, total = self._seen
+            self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
+            self.query_one("#compare-safety", Static).update(
+                f"Compare stopped after {done:,} of {total:,} requests." if total else "Compare stopped.")
             self.query_one("#compare-status", Static).update("R: compare again · esc: back")
             return
         self.app.pop_screen()

@@ -325,7 +325,8 @@ class DiffScreen(Screen[None]):
                           for s in sides]
             if len(set(renderings)) > 1:  # what the change does to the prompt, side by side
                 texts = answers.rendered_as(self.assembly_id, kind, record_id, renderings,
-                                            reveal=reveal)
+                                            reveal=reveal,
+                                            details=[(s.decision or {}).get("detail") for s in sides])
                 sides = [replace(s, sent=t) for s, t in zip(sides, texts, strict=True)]
         except ContextlensError as err:
             sides = [SideWhy(label, None, f"Could not explain it: {err}", []) for label in labels]

@@ -118,6 +118,53 @@ async def test_escape_stops_a_running_compare(sample_db: Path, monkeypatch: pyte
         assert isinstance(app.screen, RequestsScreen)
 
 
+@run_async
+async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """R runs the compare again: stopped at once, the screen says where it stopped, the
+    last run's histogram is gone and the progress bar stands still (it has a total)."""
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        screen = await _compare(pilot, "v5", "v4")
+        for _ in range(100):
+            if screen.result is not None:
+                break
+            await pilot.pause(0.1)
+        plot = screen.query_one("#compare-histogram")
+        assert "█" in str(plot.render())  # the finished run's bars
+
+        started, stopped = threading.Event(), threading.Event()
+
+        def slow_compare(self: ReadModel, a: str, b: str, flt: Any = None, progress: Any = None,
+                         cancelled: Any = None, **_: Any) -> Any:
+            progress(0, 50)
+            progress(10, 50)
+            started.set()
+            for _ in range(3000):  # 30 s at most: a failed assertion must not hang the test
+                if cancelled():
+                    stopped.set()
+                    break
+                threading.Event().wait(0.01)
+            raise CompareCancelled
+
+        monkeypatch.setattr(ReadModel, "compare", slow_compare)
+        await pilot.press("R")
+        for _ in range(100):  # not started.wait(): progress() needs this loop to run
+            if started.is_set():
+                break
+            await pilot.pause(0.1)
+        assert started.is_set()
+        await pilot.pause()  # not settle(): it waits for the workers, this one to its end
+        await pilot.press("escape")
+        await settle(pilot)
+        assert stopped.is_set() and app.screen is screen and not screen.running
+        assert "Compare stopped after 10 of 50 requests." in str(screen.query_one("#compare-safety").render())
+        assert "█" not in str(plot.render())
+        bar = screen.query_one("#compare-progress")
+        assert (bar.total, bar.progress) == (50, 10)
+
+
 def test_help_lists_the_compare_keys() -> None:
     text = help_text()
     assert "Compare versions" in text and "Compare again" in text

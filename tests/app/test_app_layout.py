@@ -116,6 +116,39 @@ async def test_the_diff_shows_the_text_each_side_sends_for_a_changed_rendering(
 
 
 @run_async
+async def test_the_diff_shows_what_a_runtime_sends_for_a_result_it_clears(tmp_path: Path) -> None:
+    """A SWE-agent step replayed with one observation kept instead of two: the output that
+    becomes cleared is shown as SWE-agent's placeholder on the replay's side (the recorded
+    row, where it was sent whole, says nothing of what replaces it)."""
+    from support import swe_trajectory
+
+    from ingest.adapters import adapt
+    from ingest.store import Store, ingest
+    from inspector.screens.diff import DiffScreen
+
+    res = adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "export")
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    with Store.open(db) as store:
+        last = store.list_assemblies(sort="assembled_at", descending=True, limit=1)["assembly_id"][0].as_py()
+    app = ContextLensApp(db_path=db, initial_assembly=last)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.open_diff(last, "swe-agent:last_n_observations.n=1")
+        await settle(pilot)
+        diff = app.screen
+        assert isinstance(diff, DiffScreen)
+        rows = [c for c in diff.diff.changes if c["change"] == "rendering_changed"]
+        assert len(rows) == 1
+        diff.query_one("#diff-table").move_cursor(
+            row=next(i for i, c in enumerate(diff.diff.changes) if c is rows[0]), animate=False)
+        await settle(pilot)
+        b_side = str(diff.query_one("#change-b").render())
+        assert "the model receives: Old environment output: (" in b_side, b_side
+        assert "lines omitted)" in b_side and "[content cleared by the runtime]" not in b_side
+
+
+@run_async
 async def test_a_diff_without_findings_says_safety_none(sample_db: Path) -> None:
     from support.pilot import first_assembly, replay_under
 
