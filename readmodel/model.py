@@ -174,6 +174,12 @@ class ReadModel:
             ))
         return out
 
+    def recorded_runtime_policies(self) -> list[PolicyInfo]:
+        """The runtime policy families the store's requests were recorded under (a
+        transcript's runtime, e.g. ``swe-agent``): what a compare of its traffic starts from."""
+        recorded = set(self.store.distinct_values("policy_version"))
+        return [p for p in self.runtime_policies() if p.version in recorded]
+
     # ------------------------------------------------------------------ the request list
 
     def requests(

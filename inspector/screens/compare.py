@@ -30,7 +30,7 @@ from textual_fastdatatable import DataTable
 from textual_plotext import PlotextPlot
 
 from ingest.errors import ContextlensError
-from readmodel import RECORDED, CompareCancelled, CompareResult
+from readmodel import RECORDED, CompareCancelled, CompareResult, PolicyInfo
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import one_line, safe_text
@@ -65,9 +65,16 @@ class ComparePicker(PolicyPicker):
         Binding("escape", "cancel", "Cancel"),
     ]
 
+    VERB = "compares"
+
     def __init__(self, filter_text: str = "") -> None:
         super().__init__("", None)
         self.filter_text = filter_text
+
+    def runtime_families(self, answers: Any) -> list[PolicyInfo]:
+        """The runtimes the store's requests were recorded under (a transcript's), first:
+        a compare of its traffic starts from its own runtime."""
+        return answers.recorded_runtime_policies()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="replay-dialog"):
@@ -86,8 +93,7 @@ class ComparePicker(PolicyPicker):
             versions = OptionList(id="policy-versions", markup=False)
             versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
             yield versions
-            yield Static("enter: compare under the highlighted version (side B) · "
-                         "a / tab: choose side A · esc: cancel", id="replay-hint", markup=False)
+            yield Static(self.hint(typed=False), id="replay-hint", markup=False)
 
     def _recorded_label(self) -> str:
         return "the recorded assemblies"
@@ -167,6 +173,22 @@ def most_changed_table(result: CompareResult) -> pa.Table:
 def bin_labels(histogram: Any) -> list[str]:
     return [f"{b['lo']:+d}" if b["hi"] - b["lo"] == 1 else f"{b['lo']:+d}…{b['hi'] - 1:+d}"
             for b in histogram]
+
+
+LABELLED_BINS = 5  # at most this many bins named under the histogram (more do not fit)
+
+
+def histogram_ticks(histogram: Any) -> tuple[list[int], list[str], list[int]]:
+    """Where to name the bins, and the y ticks: only bins that hold requests are named
+    (plotext, left to itself, thins its labels and names empty bins, so a bar can stand
+    under another bin's name), and requests are counted in whole numbers."""
+    labels = bin_labels(histogram)
+    held = [i for i, b in enumerate(histogram) if b["count"]]
+    step = max(1, -(-len(held) // LABELLED_BINS))
+    named = held[::step]
+    top = max((b["count"] for b in histogram), default=0)
+    every = max(1, -(-top // 5))
+    return named, [labels[i] for i in named], list(range(0, top + every, every))
 
 
 class CompareScreen(Screen[None]):
@@ -318,7 +340,10 @@ class CompareScreen(Screen[None]):
         plt = plot.plt
         histogram = result.tokens["per_request"]["histogram"]
         if histogram:
-            plt.bar(bin_labels(histogram), [b["count"] for b in histogram])
+            plt.bar(list(range(len(histogram))), [b["count"] for b in histogram])
+            named, labels, yticks = histogram_ticks(histogram)
+            plt.xticks(named, labels)
+            plt.yticks(yticks)
         plt.title("requests by token delta (B − A)")
         plot.refresh()
 

@@ -110,6 +110,8 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         Binding("escape", "cancel", "Cancel"),
     ]
 
+    VERB = "replays"  # what enter in the typed-version box does
+
     def __init__(self, assembly_id: str, recorded_version: str | None) -> None:
         super().__init__()
         self.assembly_id = assembly_id
@@ -138,11 +140,14 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
             versions = OptionList(id="policy-versions", markup=False)
             versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
             yield versions
-            yield Static(
-                "enter: replay under the highlighted version (side B) · a / tab: choose side A · esc: cancel",
-                id="replay-hint",
-                markup=False,
-            )
+            yield Static(self.hint(typed=False), id="replay-hint", markup=False)
+
+    def hint(self, typed: bool) -> str:
+        """The keys of the dialog (``typed``: with the box for a version with changed keys,
+        which tab reaches first)."""
+        verb = self.VERB.removesuffix("s")
+        keys = "a: choose side A · tab: type a version with changed keys" if typed else "a / tab: choose side A"
+        return f"enter: {verb} under the highlighted version (side B) · {keys} · esc: cancel"
 
     def _recorded_label(self) -> str:
         return f"the recorded assembly ({self.recorded_version or '?'})"
@@ -151,15 +156,18 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         self.query_one("#policy-versions", OptionList).focus()
         self.load_policies()
 
+    def runtime_families(self, answers: Any) -> list[PolicyInfo]:
+        """The runtime policies listed first: a transcript request's own runtime."""
+        family = (self.recorded_version or "").split(":", 1)[0]
+        return [p for p in answers.runtime_policies() if p.version == family]
+
     @work(thread=True, exclusive=True, group="policies")
     def load_policies(self) -> None:
         try:
             answers = self.app.answers()  # type: ignore[attr-defined]
-            policies = answers.policies()
-            family = (self.recorded_version or "").split(":", 1)[0]
-            # a transcript request: its runtime's family first (the registry's versions
-            # replay it too, as a governed policy would have built it)
-            policies = [p for p in answers.runtime_policies() if p.version == family] + policies
+            # a transcript's runtime family first (the registry's versions replay it too,
+            # as a governed policy would have built it)
+            policies = self.runtime_families(answers) + answers.policies()
         except ContextlensError as err:
             self.post_message(PoliciesFailed(str(err)))
             return
@@ -179,8 +187,11 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         if family is not None and not self.query("#typed-version"):
             self.query_one("#replay-dialog").mount(
                 Input(placeholder=f"or type a version with changed keys: {family}:key=value,…  "
-                                  "(enter replays)", id="typed-version"),
+                                  f"(enter {self.VERB})", id="typed-version"),
                 before=self.query_one("#against-row"))
+            # say how to get there: letters typed on the list move its cursor (and a picks
+            # side A), they do not go into the box; tab does
+            self.query_one("#replay-hint", Static).update(self.hint(typed=True))
         names = [p.version for p in self.policies]
         start = self.recorded_version if self.recorded_version in names else (names or [None])[0]
         if start is not None:

@@ -165,6 +165,23 @@ async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
         assert (bar.total, bar.progress) == (50, 10)
 
 
+def test_the_histogram_names_only_bins_that_hold_requests() -> None:
+    # five requests spread over twenty bins (four of them hold some): each name stands under
+    # a bar, and requests are counted in whole numbers, not 0.33 of one
+    from inspector.screens.compare import histogram_ticks
+
+    counts = [1] + [0] * 8 + [1] + [0] * 5 + [1] + [0] * 3 + [2]
+    histogram = [{"lo": -300 + 15 * i, "hi": -285 + 15 * i, "count": c} for i, c in enumerate(counts)]
+    named, labels, yticks = histogram_ticks(histogram)
+    assert named == [0, 9, 15, 19]
+    assert labels == ["-300…-286", "-165…-151", "-75…-61", "-15…-1"]
+    assert yticks == [0, 1, 2]
+    many = [{"lo": i, "hi": i + 1, "count": 40 + i} for i in range(20)]
+    named, labels, yticks = histogram_ticks(many)
+    assert len(named) <= 5 and all(many[i]["count"] for i in named)
+    assert all(isinstance(y, int) for y in yticks) and yticks[-1] >= 59
+
+
 def test_help_lists_the_compare_keys() -> None:
     text = help_text()
     assert "Compare versions" in text and "Compare again" in text

@@ -146,6 +146,35 @@ async def test_replay_picker_offers_the_runtime_and_a_typed_counterfactual(cc_db
         assert b > a
 
 
+@run_async
+async def test_compare_on_a_transcript_offers_its_runtime_and_a_typed_version(cc_db: Path) -> None:
+    """C on a transcript's requests: the runtime they were recorded under comes first (the
+    bundled v1-v6 are a chat policy's, not this runtime's), tab reaches the box for a
+    version with changed keys, and enter compares the recording with it."""
+    from inspector.screens.compare import ComparePicker, CompareScreen
+
+    app = ContextLensApp(db_path=cc_db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        await pilot.press("C")
+        await settle(pilot)
+        picker = app.screen
+        assert isinstance(picker, ComparePicker)
+        assert [p.version for p in picker.policies][0] == "claude-code"
+        assert picker.highlighted_version() == "claude-code"
+        assert "tab: type a version with changed keys" in screen_text(app)
+        await pilot.press("tab")
+        assert app.focused is picker.query_one("#typed-version")
+        for key in "claude-code:compaction=false":
+            await pilot.press(key if key not in ":=-" else {":": "colon", "=": "equals_sign", "-": "minus"}[key])
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        assert (screen.a, screen.b) == ("recorded", "claude-code:compaction=false")
+        assert screen.result is not None and screen.result.affected > 0  # what the compaction dropped
+
+
 # ---------------------------------------------------------------------- conversation screen
 
 
