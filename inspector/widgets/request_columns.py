@@ -43,7 +43,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("incl", "incl", "included_count", 3),
     Column("omit", "omit", "omitted_count", 3),
     Column("tokens", "tokens", "assembled_tokens", 3),
-    Column("findings", "lint", None, 3),
+    Column("findings", "lint", None, 1),  # safety markers: kept as long as the request id
     Column("tools", "tools", None, 7),
     Column("budget", "budget use", "assembled_tokens", 8),
     Column("baseline", "baseline", "baseline_tokens", 9),

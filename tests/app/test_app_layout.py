@@ -38,6 +38,18 @@ async def test_a_small_terminal_keeps_the_useful_columns_and_the_whole_footer(
 
 
 @run_async
+async def test_an_80_column_terminal_keeps_the_safety_markers(sample_db: Path) -> None:
+    """The lint column (⚠ where a safety invariant broke) is worth more than the model and
+    the policy: at 80x24 it stays, they may go."""
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        shown = headers(app)
+        assert "lint" in shown and "request" in shown and "time (UTC)" in shown, shown
+        assert "⚠" in screen_text(app)
+
+
+@run_async
 async def test_an_unknown_filter_value_is_named_with_the_known_ones(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
     async with app.run_test(size=(100, 30)) as pilot:
