@@ -324,6 +324,11 @@ class RequestsScreen(Screen[None]):
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))
                 if value is not None:
                     parts.append(f"{BY_KEY[key].label} {one_line(value, 30)}")
+        prefix, suffix = self._affixes
+        if prefix or suffix:
+            # the list drops what every id shares: say what, so an id can be typed whole
+            # (``contextlens show <prefix>r3<suffix>``)
+            parts.append(f"ids without {one_line(prefix, 24)}…{one_line(suffix, 12)}")
         if loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
         if "findings" in [c.key for c, _ in self._shown]:

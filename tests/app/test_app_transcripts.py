@@ -106,6 +106,11 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         row = [str(v) for v in table.get_row_at(0)]
         # each request's model, its short id and number; no column empty on every row
         assert "claude-opus-4-6" in row and "r0" in row
+        # what the short ids leave out is said, so the whole id can be typed
+        with _store(cc_db) as store:
+            whole = store.list_assemblies(None, limit=1)["assembly_id"][0].as_py()
+        prefix = whole.split(":", 1)[0] + ":"
+        assert f"ids without {prefix}…:asm" in str(app.screen.query_one("#status").render())
         assert "scenario" not in table.backend.columns
         assert app.sub_title.startswith(f"{TRANSCRIPT.name} · ")  # the source first
         await pilot.press("enter")
