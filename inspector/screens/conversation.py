@@ -20,7 +20,7 @@ from textual.widgets.tree import TreeNode
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
 
-from ..widgets.safe import one_line, safe_text
+from ..widgets.safe import one_line, readable_line, safe_text
 from .requests import id_affixes
 
 PREVIEW_WIDTH = 48  # a request's last user message or tool result, on its line
@@ -187,7 +187,7 @@ class ConversationScreen(Screen[None]):
         header = Text()
         header.append(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
-            header.append(f"  “{one_line(conv['title'], 80)}”")
+            header.append(f"  “{readable_line(conv['title'], 80)}”")
         if conv.get("owner_id"):
             header.append(f"  ·  owner {one_line(conv['owner_id'], ID_WIDTH)}", style="dim")
         header.append(
@@ -225,7 +225,7 @@ class ConversationScreen(Screen[None]):
 
         root_label = Text(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
-            root_label.append(f"  {one_line(conv['title'], 60)}", style="dim")
+            root_label.append(f"  {readable_line(conv['title'], 60)}", style="dim")
         tree.root.set_label(root_label)
         tree.root.data = {"type": "conversation"}
 
@@ -281,7 +281,7 @@ class ConversationScreen(Screen[None]):
                 if req.get("tool_calls"):
                     label.append(f"  {_count(int(req['tool_calls']), 'tool call')}")
                 if req.get("preview"):  # what the request answers, before when and how
-                    label.append(f"  “{one_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
+                    label.append(f"  “{readable_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
                 label.append(f"  policy {one_line(a.get('policy_version'), 40)}")
                 if a.get("scenario"):
                     label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")

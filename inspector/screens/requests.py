@@ -37,7 +37,7 @@ from ..widgets.request_columns import (
     ARROWS, BY_KEY, COLUMNS, CONSTANT_ELSEWHERE, MARKER_LEGEND, Column, constant_value, cut,
     display_page, finding_markers, fit_columns, id_affixes, short_ids,
 )
-from ..widgets.safe import one_line, safe_column
+from ..widgets.safe import READABLE_COLUMNS, one_line, safe_column
 
 PAGE_ROWS = 500
 DETAILS_MAX_REQUESTS = 10_000  # stores up to this size get the request #, tools, preview
@@ -282,7 +282,7 @@ class RequestsScreen(Screen[None]):
             cursor = Coordinate(cursor.row, keys.index(column) if column in keys else 0)
         q = self.query_state
         # escaped before cut, so what is cut is what is shown
-        shown = pa.table({c.key: cut(safe_column(self._display[c.key]), w)
+        shown = pa.table({c.key: cut(safe_column(self._display[c.key], body=c.key in READABLE_COLUMNS), w)
                           for c, w in self._shown})
         shown = shown.rename_columns(
             [f"{c.label} {ARROWS[q.descending]}" if c.key == q.column else c.label

@@ -180,6 +180,32 @@ async def test_compare_on_a_transcript_offers_its_runtime_and_a_typed_version(cc
         assert screen.result is not None and screen.result.affected > 0  # what the compaction dropped
 
 
+@run_async
+async def test_escape_sequences_in_previews_are_removed_for_reading(cc_db: Path) -> None:
+    """A tool's coloured output quoted in the list's preview and the conversation tree reads
+    without its sequences (as the record panel does); e shows them escaped."""
+    app = ContextLensApp(db_path=cc_db)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        previews = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        quoted = [p for p in previews if "Waiting for lock" in p]
+        assert quoted and all("\\x1b" not in p and "\x1b" not in p for p in quoted), quoted
+        await pilot.press("e")
+        await settle(pilot)
+        table = app.screen.query_one("#requests-table")
+        previews = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        assert any("\\x1b[0mWaiting" in p for p in previews)
+        await pilot.press("e")
+        await settle(pilot)
+        row = next(i for i, p in enumerate(previews) if "Waiting for lock" in p)
+        app.screen.query_one("#requests-table").move_cursor(row=row, animate=False)
+        await pilot.press("c")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "Waiting for lock" in text and "\\x1b" not in text
+
+
 # ---------------------------------------------------------------------- conversation screen
 
 
