@@ -600,7 +600,9 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     ]
     tools = e.get("tools")
     tool_tokens = b.count(_canonical(s.resolve(tools))) if tools else 0
-    tags = [EXACT_TAG, f"tool_schema_tokens_estimate:{tool_tokens}", f"sample:{s.where}"]
+    # the sample within the log (the file itself is the transcript: tag)
+    sample = s.where.removeprefix(f"{b.source.name} ")
+    tags = [EXACT_TAG, f"tool_schema_tokens_estimate:{tool_tokens}", f"sample:{sample}"]
     if role:
         tags.append(f"model_role:{role}")
     if s.scorer is not None:
