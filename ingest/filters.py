@@ -82,6 +82,9 @@ def _term(token: str) -> Term:
             raise ContextlensError(
                 f"filter: unknown key '{key}' (known: {', '.join(KNOWN_KEYS)})"
             )
+        if not value:
+            # "policy:" alone matches nothing and would only say "no request has policy:"
+            raise ContextlensError(f"filter: '{key}:' needs a value ({lowered}:VALUE)")
         return Term(lowered, value, negate)
     return Term(None, body, negate)
 

@@ -612,7 +612,16 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     if e.get("cache") in ("read", "write"):
         tags.append(f"inspect_cache:{e['cache']}")  # a cache read made no API call
     recorded = recorded_input(out.get("usage"), call.get("response"))
-    b.assembly(rid, included, omitted, recorded, overhead_estimate=tool_tokens, extra_tags=tags)
+    damaged = not isinstance(e.get("input"), (list, type(None))) and not e.get("input_refs")
+    if damaged:
+        # what it was sent is unknown: recorded as observed, never judged against a replay
+        b.warn(f"{label}: input is {type(e['input']).__name__}, not a list of messages; "
+               "its request is recorded without its input, not replayed")
+    runtime, b.runtime = b.runtime, ("observed" if damaged else b.runtime)
+    try:
+        b.assembly(rid, included, omitted, recorded, overhead_estimate=tool_tokens, extra_tags=tags)
+    finally:
+        b.runtime = runtime
     s.output(rid, s.resolve(out), t1, model, pid, trigger)
 
 

@@ -34,8 +34,8 @@ from .common import EPOCH, as_text, blocks_text, parse_ts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .swe_agent import (
-    HistoryProcessors, agent_config, elided_text, history_entry, is_swe_agent, step_inputs,
-    unlogged_steps,
+    HistoryProcessors, agent_config, elided_text, history_entry, is_legacy, is_swe_agent,
+    step_inputs, unlogged_steps,
 )
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
@@ -152,6 +152,15 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
         values = [v for _, v in parsed]
         line_of = [n for n, _ in parsed]
     convs = _conversations(values)
+    if convs and convs[0][2] != "document":
+        # a list of conversations (tau-bench's results): say which entries hold none
+        skipped = [i for i, v in enumerate(values) if _messages_of(v) is None]
+        for i in skipped[:3]:
+            where = f"line {line_of[i]}" if line_of is not None else f"entry {i}"
+            b.warn(f"{path.name} {where}: no list of chat messages under "
+                   f"{'/'.join(HOLDERS)}, skipped")
+        if len(skipped) > 3:
+            b.warn(f"{path.name}: {len(skipped) - 3} more entries without chat messages skipped")
     if line_of is not None and convs and convs[0][2] != "document":
         convs = [(h, m, f"line {line_of[int(w.split()[1])]}") for h, m, w in convs]
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
@@ -210,6 +219,7 @@ def _conversation(
     inputs = step_inputs(holder) if swe else []
     if swe:
         msgs = [*msgs, *unlogged_steps(holder, msgs)]
+    legacy = swe and is_legacy(msgs)  # SWE-agent 0.x: its observations are its user messages
     turn = 0
     record_of: dict[int, str] = {}  # message index -> the record it became (its last one)
     for i, m in enumerate(msgs):
@@ -252,7 +262,7 @@ def _conversation(
             if swe:
                 # what SWE-agent's history processors read of this entry, for replay
                 entry = history_entry(m)
-                entry["elided_tokens"] = b.count(elided_text(entry["lines"]))
+                entry["elided_tokens"] = b.count(elided_text(entry["lines"], legacy))
                 b.fact(record_of[i], entry=entry)
     b.thread(cid, records)
 

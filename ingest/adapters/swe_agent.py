@@ -28,8 +28,8 @@ from typing import Any
 
 from .jsonread import json_error
 
-__all__ = ["HistoryProcessors", "agent_config", "elided_text", "history_entry", "is_swe_agent",
-           "step_inputs", "unlogged_steps"]
+__all__ = ["HistoryProcessors", "agent_config", "elided_text", "history_entry", "is_legacy",
+           "is_swe_agent", "step_inputs", "unlogged_steps"]
 
 _UNCHANGED = {"default", "cache_control"}
 
@@ -173,8 +173,11 @@ class HistoryProcessors:
             polling = max(int(p.get("polling") or 1), 1)
             remove = set(p.get("always_remove_output_for_tags") or {"remove_output"})
             keep = set(p.get("always_keep_output_for_tags") or {"keep_output"})
+            legacy = is_legacy(history)
             observations = [i for i, m in enumerate(history) if isinstance(m, dict)
-                            and m.get("message_type") == "observation" and not m.get("is_demo")]
+                            and not m.get("is_demo")
+                            and (m.get("role") == "user" if legacy
+                                 else m.get("message_type") == "observation")]
             last = max(0, (len(observations) // polling) * polling - n)
             older = set(observations[1:last])  # the first observation is the instance template
             for i in observations:
@@ -183,13 +186,22 @@ class HistoryProcessors:
                     why = (f"elided by SWE-agent's last_n_observations (n={n}): one of the "
                            f"observations before the last {n}" if i in older
                            else "elided by SWE-agent: tagged to have its output removed")
-                    out[i] = (elided_text(lines), why)
+                    out[i] = (elided_text(lines, legacy), why)
         return out
 
 
-def elided_text(lines: int) -> str:
-    """What SWE-agent sends for an elided observation of ``lines`` lines."""
-    return f"Old environment output: ({lines} lines omitted)"
+def elided_text(lines: int, legacy: bool = False) -> str:
+    """What SWE-agent sends for an elided observation of ``lines`` lines (0.x: ``legacy``)."""
+    return f"Old output omitted ({lines} lines)" if legacy else f"Old environment output: ({lines} lines omitted)"
+
+
+def is_legacy(history: list[Any]) -> bool:
+    """A SWE-agent 0.x history: its entries have no ``message_type``, and its
+    ``last_n_history`` counts the non-demo ``user`` messages as the observations (the
+    first, the instance, always kept) and sends ``Old output omitted (<lines> lines)``."""
+    entries = [m for m in history if isinstance(m, dict)]
+    return bool(entries) and all(m.get("message_type") is None for m in entries) \
+        and any(m.get("role") is not None for m in entries)
 
 
 def history_entry(m: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +209,7 @@ def history_entry(m: dict[str, Any]) -> dict[str, Any]:
     the transcript facts, so a replay can run the processors without the trajectory)."""
     calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
     return {
+        "role": m.get("role"),
         "message_type": m.get("message_type"),
         "is_demo": bool(m.get("is_demo")),
         "tags": [str(t) for t in m.get("tags") or []],

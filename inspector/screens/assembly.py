@@ -563,7 +563,10 @@ class AssemblyScreen(Screen[None]):
                 return
         self._selected = None
         self._walk.clear()
-        self.query_one(RecordPanel).show_message(NO_RECORD.get(tab, NO_RECORD["context"]))
+        message = NO_RECORD.get(tab, NO_RECORD["context"])
+        if tab == "omitted" and self.assembly and self.assembly.get("omitted_count") == 0:
+            message = "Nothing was omitted from this request: every candidate was sent."
+        self.query_one(RecordPanel).show_message(message)
 
     @on(DataTable.RowSelected)
     def row_selected(self, _event: DataTable.RowSelected) -> None:

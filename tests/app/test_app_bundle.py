@@ -92,6 +92,6 @@ async def test_the_footer_and_help_offer_the_bundle_key(sample_db: Path) -> None
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
         assert "u Bundle…" in screen_text(app)
-    assert "Incident bundle (assembly screen, e)" in help_text().plain
+    assert "Incident bundle (assembly screen, u)" in help_text().plain
     assembly = help_text().plain.split("\nAssembly\n", 1)[1].split("\n\n", 1)[0]
     assert "Bundle…" in assembly

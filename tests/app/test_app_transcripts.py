@@ -206,6 +206,22 @@ async def test_escape_sequences_in_previews_are_removed_for_reading(cc_db: Path)
         assert "Waiting for lock" in text and "\\x1b" not in text
 
 
+@run_async
+async def test_the_omitted_tab_of_a_request_that_omitted_nothing_says_so(cc_db: Path) -> None:
+    with _store(cc_db) as store:
+        rows = store.list_assemblies(None, limit=None).to_pylist()
+    whole = next(r["assembly_id"] for r in rows if r["omitted_count"] == 0)
+    app = ContextLensApp(db_path=cc_db, initial_assembly=whole)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "No record was omitted." in text
+        assert "Nothing was omitted from this request" in text
+        assert "move the cursor to a record under a reason" not in text
+
+
 # ---------------------------------------------------------------------- conversation screen
 
 

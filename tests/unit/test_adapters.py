@@ -271,3 +271,16 @@ def test_claude_code_session_with_a_first_line_over_8mb(tmp_path: Path) -> None:
 def test_a_folder_is_refused_by_type_for_a_transcript_format(tmp_path: Path) -> None:
     with pytest.raises(ContextlensError, match="not a file .format claude-code reads one transcript file"):
         adapt(tmp_path, tmp_path / "x", fmt="claude-code")
+
+
+def test_a_list_entry_without_messages_is_named_not_dropped_silently(tmp_path: Path) -> None:
+    # tau-bench's results are a list of {task_id, traj, ...}; one whose traj is not a list of
+    # messages (damaged) is left out with a warning naming it, the others are read
+    good = {"task_id": 0, "traj": [{"role": "user", "content": "Book a flight."},
+                                   {"role": "assistant", "content": "Where to?"}]}
+    bad = {"task_id": 1, "traj": {"role": "user", "content": "not a list"}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([good, bad, good]))
+    res = adapt(path, tmp_path / "export")
+    assert res.stats["requests"] == 2
+    assert any("results.json entry 1: no list of chat messages" in w for w in res.warnings), res.warnings

@@ -382,3 +382,23 @@ def test_a_scorers_model_call_is_its_own_conversation(capsys, tmp_path: Path, bo
     assert sql(db, "select count(*) from participants where label like '%(scorer model_graded_fact)'")[0][0] == 1
     out = run_json(capsys, "verify", "--db", str(db))
     assert (out["faithful"], out["drifted"]) == (2, 0)
+
+
+def test_a_model_event_whose_input_is_not_a_list_is_named_and_not_replayed(capsys, tmp_path: Path) -> None:
+    from support.cli import run_json
+
+    user = _msg("u1", "user", "hi")
+    u = {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11}
+    sample = {"id": 1, "epoch": 1, "input": "hi", "target": "", "messages": [], "metadata": {}, "events": [
+        _model_event("2025-01-01T00:00:01Z", None, [user], _msg("a1", "assistant", "hello"), u),
+        {**_model_event("2025-01-01T00:00:02Z", None, None, _msg("a2", "assistant", "again"), u),
+         "input": "oops"},
+    ]}
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps({"version": 2, "eval": {"task": "t"}, "samples": [sample]}))
+    res = adapt(path, tmp_path / "export")
+    assert any("event 1: input is str, not a list of messages" in w for w in res.warnings), res.warnings
+    db = tmp_path / "s.duckdb"
+    ingest(res.export_dir, db)
+    out = run_json(capsys, "verify", "--db", str(db))
+    assert (out["faithful"], out["drifted"], out["not_replayable"]) == (1, 0, 1)

@@ -121,3 +121,33 @@ def test_a_configuration_swe_agent_would_refuse_is_named_and_not_replayed(capsys
     _, warnings = _store(folder, traj)
     assert any("replay_config is not JSON (Expecting property name enclosed in double quotes at "
                "line 1 column 2)" in w for w in warnings), warnings
+
+
+def test_a_swe_agent_0x_history_elides_its_user_messages_as_0x_did(capsys, tmp_path: Path) -> None:
+    """SWE-agent 0.x wrote no message_type: its last_n_history counts the non-demo user
+    messages (the environment's outputs) as observations, keeps the first and the last n,
+    and sends "Old output omitted (<lines> lines)" for the others."""
+    from support.cli import run_json
+
+    history = [{"role": "system", "content": "SETTING: you are an autonomous programmer.", "agent": "primary"},
+               {"role": "user", "content": "A demo.", "agent": "primary", "is_demo": True},
+               {"role": "user", "content": "Solve the issue.\nIt is in f.py.", "agent": "primary"}]
+    for k in range(4):
+        history.append({"role": "assistant", "content": f"step {k}", "agent": "primary"})
+        history.append({"role": "user", "content": "\n".join(f"out {k}.{j}" for j in range(k + 2)),
+                        "agent": "primary"})
+    history.append({"role": "assistant", "content": "submit", "agent": "primary"})
+    traj = {"environment": "swe_main", "history": history,
+            "trajectory": [{"action": "x", "observation": "y", "response": "r", "thought": "t"}] * 5,
+            "info": {"exit_status": "submitted"}}
+    db, warnings = _store(tmp_path, traj)
+    assert warnings == []
+    assert run_json(capsys, "verify", "--db", str(db))["faithful"] == 5  # as recorded: no processor
+    last = sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at DESC LIMIT 1")[0][0]
+    diff = run_json(capsys, "diff", last, "--policy", "swe-agent:last_n_observations.n=1", "--db", str(db))
+    cleared = [c for c in diff["changes"] if c["change"] == "rendering_changed"]
+    # 5 outputs seen (the issue and 4 steps): the issue and the last one stay, 3 go
+    assert len(cleared) == 3
+    details = " ".join(c["b"]["detail"] for c in cleared)
+    for k in range(3):
+        assert f'sent as "Old output omitted ({k + 2} lines)"' in details

@@ -47,6 +47,14 @@ def test_unknown_key() -> None:
     assert str(info.value) == f"filter: unknown key 'colour' (known: {', '.join(KNOWN_KEYS)})"
 
 
+@pytest.mark.parametrize("expr", ["policy:", "-tag:", "scenario: tag:x", "model:''"])
+def test_a_key_without_a_value_is_an_error(expr: str) -> None:
+    key = expr.lstrip("-").split(":", 1)[0]
+    with pytest.raises(ContextlensError) as info:
+        parse_filter(expr)
+    assert str(info.value) == f"filter: '{key}:' needs a value ({key}:VALUE)"
+
+
 def test_values_only_reach_sql_as_parameters() -> None:
     where, params = filter_sql(parse_filter("policy:v5' OR 1=1 -- \"x y\""))
     assert "v5" not in where and "OR 1=1" not in where
