@@ -29,7 +29,6 @@ from .results import ProvenanceLink, frozen_row
 __all__ = [
     "LABEL_WIDTH",
     "Masker",
-    "is_file_name_tag",
     "is_restricted",
     "masked_labels",
     "masked_link",
@@ -50,16 +49,10 @@ _SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "det
 LABEL_WIDTH = 100
 
 _RESTRICTED = pa.array(sorted(RESTRICTED_PRIVACY), pa.string())
-FILE_NAME_TAG = "transcript:"
 
 
 def masked_placeholder(privacy_class: str) -> str:
     return f"[masked: {privacy_class} content; reveal to show]"
-
-
-def is_file_name_tag(tag: str) -> bool:
-    """A tag naming the transcript file a request came from (``ingest.adapters``)."""
-    return tag.startswith(FILE_NAME_TAG)
 
 
 def is_restricted(privacy_class: str | None) -> bool:
@@ -101,12 +94,8 @@ class Masker:
         return None if value is None else self.text(value, privacy_class, limit)
 
     def values(self, values: list[Any] | None) -> list[str]:
-        """A list of texts (tags, ids), each masked; but a ``transcript:`` tag, whose value
-        is the name of the file the user opened (an adapter writes it, no log does), and
-        whose random-looking run id (inspect's ``…_mj7khqpMM4GBCfVQozKgzB.eval``) the
-        detector would take for a secret."""
-        return [v if isinstance(v, str) and is_file_name_tag(v) else self.text(v)
-                for v in values or []]
+        """A list of texts (tags, ids), each masked."""
+        return [self.text(v) for v in values or []]
 
     def column(self, values: pa.Array | pa.ChunkedArray,
                privacy: pa.Array | pa.ChunkedArray | None = None,

@@ -34,7 +34,6 @@ from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
 from .masking import (
     Masker,
-    is_file_name_tag,
     masked_labels,
     masked_link,
     masked_list_page,
@@ -294,18 +293,15 @@ class ReadModel:
         the export folder(s), not the store's cache file."""
         import os.path
 
-        # a transcript's name is the file the user opened (``is_file_name_tag``), shown as
-        # it is; an export's id comes from its manifest (log content), masked like any
         names = [t.partition(":")[2] for t in self.store.distinct_values("tag")
-                 if is_file_name_tag(t)]
+                 if t.startswith("transcript:")]
         if not names:
-            names = Masker().values(
-                [os.path.basename(str(e.get("source_dir") or "").rstrip("/\\"))
-                 or str(e["export_id"]) for e in self.store.exports()])
+            names = [os.path.basename(str(e.get("source_dir") or "").rstrip("/\\"))
+                     or str(e["export_id"]) for e in self.store.exports()]
         names = sorted(set(names))
         if len(names) > 2:
             return f"{names[0]}, {names[1]} (+{len(names) - 2})"
-        return ", ".join(names)
+        return Masker().text(", ".join(names))
 
     def request_counts(self, flt: "AssemblyFilter | str | None" = None) -> tuple[int, int]:
         """(matched, total): how many requests match ``flt``, how many are in the store."""

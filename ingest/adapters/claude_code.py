@@ -40,7 +40,6 @@ in order, except what a compaction dropped. ``assembled_tokens`` is the recorded
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -488,38 +487,37 @@ class _Stream:
                 self.b.bump("parallel_groups")
 
 
-def _subagent_files(path: Path, session_id: str | None) -> list[tuple[str, Path]]:
+def _subagent_files(path: Path, sessions: set[str]) -> list[tuple[str, Path]]:
     """(name shown, file) of the session's subagent transcripts. Claude Code 2.1 writes
     them to ``<session>/subagents/agent-<id>.jsonl``; 2.0 wrote them beside the session,
     ``agent-<id>.jsonl`` in the project folder among other sessions' agents, so there one
-    is the session's when its lines carry the session's ``sessionId``."""
+    is the session's when its lines carry one of the session's ``sessionId`` (a resumed
+    session's file can hold more than one)."""
     folder = path.parent / path.stem / "subagents"
     found = ([(f"{path.stem}/subagents/{p.name}", p) for p in sorted(folder.glob("agent-*.jsonl"))
               if p.is_file()] if folder.is_dir() else [])
-    if session_id is None or path.name.startswith("agent-"):
+    if not sessions or path.name.startswith("agent-"):
         return found
     names = {p.name for _, p in found}
     found += [(p.name, p) for p in sorted(path.parent.glob("agent-*.jsonl"))
-              if p.name not in names and p.is_file() and _session_of(p) == session_id]
+              if p.name not in names and p.is_file() and _session_of(p) in sessions]
     return found
 
 
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]{1,200})"')
+
+
 def _session_of(path: Path) -> str | None:
-    """The ``sessionId`` the first lines of a transcript carry (its first MB read at most:
-    a project folder can hold many agent files, and only the one field is wanted)."""
+    """The ``sessionId`` an agent transcript names first, found in its first MB without
+    parsing it (a project folder can hold many agent files, and a first line can be a
+    pasted file of several MB: the field comes early in every line)."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 20)
     except OSError:
         return None
-    for raw in head.splitlines()[:5]:
-        try:
-            d = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(d, dict) and isinstance(d.get("sessionId"), str):
-            return d["sessionId"]
-    return None
+    m = _SESSION_ID.search(head)
+    return m.group(1).decode("utf-8", "replace") if m else None
 
 
 def _first_prompt(lines: list[tuple[int, Any]]) -> str:
@@ -562,9 +560,9 @@ def adapt_claude_code(
 
     # subagents: their own files first, then sidechains kept in the main file
     sources: list[tuple[str, str, list[tuple[int, Any]]]] = []
-    session_id = next((d["sessionId"] for _, d in lines
-                       if isinstance(d, dict) and isinstance(d.get("sessionId"), str)), None)
-    for shown, f in _subagent_files(path, session_id):
+    sessions = {d["sessionId"] for _, d in lines
+                if isinstance(d, dict) and isinstance(d.get("sessionId"), str)}
+    for shown, f in _subagent_files(path, sessions):
         try:
             raw = f.read_bytes()
         except OSError as err:
@@ -647,8 +645,9 @@ def adapt_claude_code(
         b.bump("subagents_without_transcript", len(missing))
         b.warn(f"{path.name}: {len(missing)} subagent call(s) without a transcript "
                f"({', '.join(t.tool_call_id for t in missing[:3])}{', …' if len(missing) > 3 else ''}; "
-               f"looked in {path.stem}/subagents/ and for agent-*.jsonl of this session beside "
-               "it): what those subagents were sent is not in the store")
+               f"looked in {path.stem}/subagents/"
+               + (" and for agent-*.jsonl of this session beside it" if sessions else "")
+               + "): what those subagents were sent is not in the store")
     return b.write(out_dir)
 
 

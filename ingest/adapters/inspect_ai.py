@@ -573,10 +573,10 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     b = s.b
     model = str(e.get("model") or "unknown")
     role = e.get("role") if isinstance(e.get("role"), str) and e.get("role") else None
-    if role is None and s.scorer is not None:
-        role = f"scorer {s.scorer}"
-    key = f"model:{role}:{model}" if role else f"model:{model}"
-    pid = b.participant(s.cid, key, f"{model} ({role})" if role else model, "model", _provider(model),
+    # a scorer's model without a role of its own is that scorer's participant
+    who = role if role is not None or s.scorer is None else f"scorer {s.scorer}"
+    key = f"model:{who}:{model}" if who else f"model:{model}"
+    pid = b.participant(s.cid, key, f"{model} ({who})" if who else model, "model", _provider(model),
                         _model_name(model))
     t0 = s.ts(e.get("timestamp"))
     inp = s.resolve(_input_of(e, s.pool))
@@ -591,7 +591,8 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     rid = b.run(s.cid, pid, _provider(model), _model_name(model), t0, ended_at=t1, trigger_message_id=trigger,
                 status="failed" if failed else "succeeded")
     ids = {r.id for r in included}
-    omitted = [
+    damaged = not isinstance(e.get("input"), (list, type(None))) and not e.get("input_refs")
+    omitted = [] if damaged else [  # a damaged input is unknown, not empty: nothing was left out
         (r, "compacted" if i < s.compacted_before else "evicted", "window",
          ("dropped by the sample's compaction before this request; not in its recorded input"
           if i < s.compacted_before else
@@ -612,7 +613,6 @@ def _model_event(s: _Sample, e: dict[str, Any], label: str) -> None:
     if e.get("cache") in ("read", "write"):
         tags.append(f"inspect_cache:{e['cache']}")  # a cache read made no API call
     recorded = recorded_input(out.get("usage"), call.get("response"))
-    damaged = not isinstance(e.get("input"), (list, type(None))) and not e.get("input_refs")
     if damaged:
         # what it was sent is unknown: recorded as observed, never judged against a replay
         b.warn(f"{label}: input is {type(e['input']).__name__}, not a list of messages; "

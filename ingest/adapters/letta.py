@@ -37,23 +37,28 @@ from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec, Shown
 from .common import EPOCH, as_text, parse_ts, parts_text
 from .files import Sample
-from .jsonread import read_document
+from .jsonread import loads_document, read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "letta"
 EXACT_TAG = "input:exact"
 
 
-def unwrapped(doc: Any) -> Any:
+def unwrapped(doc: Any, path: Path | None = None) -> Any:
     """The agent file itself when ``doc`` is a JSON string holding it: some published
-    agent files (letta-ai/agent-file's workflow_agent) are the JSON text encoded once more."""
-    if isinstance(doc, str) and doc.lstrip()[:1] == "{":
+    agent files (letta-ai/agent-file's workflow_agent) are the JSON text encoded once more.
+    With ``path``, the inner text is read with the bounds of any document (nesting too
+    deep, a lone surrogate: one error naming the file); without, it is only sniffed."""
+    if not (isinstance(doc, str) and doc.lstrip()[:1] == "{"):
+        return doc
+    if path is not None:
+        inner = loads_document(path, doc.encode("utf-8", "surrogatepass"))
+    else:
         try:
             inner = json.loads(doc)
         except (ValueError, RecursionError):
             return doc
-        return inner if isinstance(inner, dict) else doc
-    return doc
+    return inner if isinstance(inner, dict) else doc
 
 
 def sniff_document(doc: Any) -> str | None:
@@ -148,7 +153,7 @@ def _model(agent: dict[str, Any]) -> str:
 
 def adapt_letta(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
     data = path.read_bytes()
-    doc = unwrapped(read_document(path, data, "a Letta agent file", sniff_document))
+    doc = unwrapped(read_document(path, data, "a Letta agent file", sniff_document), path)
     b = Builder(FORMAT, path, data, estimator)
     # an agent with neither messages nor memory blocks has no context to show
     agents = [a for a in _agents(doc) if a["messages"] or a["blocks"]]

@@ -217,9 +217,9 @@ def _conversation(
         b.runtime, b.runtime_settings = "chat-full-history", {}
     # SWE-agent steps that recorded their exact input, in the order of the model's turns
     inputs = step_inputs(holder) if swe else []
+    legacy = swe and is_legacy(msgs)  # SWE-agent 0.x: its observations are its user messages
     if swe:
         msgs = [*msgs, *unlogged_steps(holder, msgs)]
-    legacy = swe and is_legacy(msgs)  # SWE-agent 0.x: its observations are its user messages
     turn = 0
     record_of: dict[int, str] = {}  # message index -> the record it became (its last one)
     for i, m in enumerate(msgs):

@@ -50,8 +50,9 @@ def agent_config(holder: Any) -> dict[str, Any]:
 
 
 def is_swe_agent(holder: Any) -> bool:
-    """A SWE-agent trajectory: it has its run's configuration or its steps."""
-    return isinstance(holder, dict) and (bool(agent_config(holder))
+    """A SWE-agent trajectory: it has its run's configuration (even one that does not
+    parse) or its steps."""
+    return isinstance(holder, dict) and ("replay_config" in holder or bool(agent_config(holder))
                                          or isinstance(holder.get("trajectory"), list))
 
 
@@ -102,18 +103,36 @@ def _shown(v: Any) -> str:
 
 
 def unlogged_steps(holder: Any, history: list[Any]) -> list[dict[str, Any]]:
-    """The trajectory steps past the history's last model turn, as the assistant entries
-    they would be: SWE-agent 1.x does not write the step that ends a run (its ``submit``)
-    to ``history``, so that model call, sent the whole history, is only in ``trajectory``
-    (its ``response``, ``thought`` and ``action``)."""
+    """The trajectory steps after the one that made the history's last model turn, as the
+    assistant entries they would be: SWE-agent 1.x does not write the step that ends a
+    run (its ``submit``) to ``history``, so that model call, sent the whole history, is only
+    in ``trajectory``. The steps are lined up by the last turn's text, not counted: a step
+    SWE-agent re-asked after a format error is in ``trajectory`` and never in ``history``.
+    None when no step made that turn (the two do not line up: nothing is guessed)."""
     steps = holder.get("trajectory") if isinstance(holder, dict) else None
     if not isinstance(steps, list):
         return []
-    turns = sum(1 for m in history if isinstance(m, dict) and m.get("role") == "assistant"
-                and not m.get("is_demo"))
-    return [{"role": "assistant", "content": s["response"], "message_type": "action",
-             "thought": s.get("thought"), "action": s.get("action")}
-            for s in steps[turns:] if isinstance(s, dict) and isinstance(s.get("response"), str)]
+    turns = [m for m in history if isinstance(m, dict) and m.get("role") == "assistant"
+             and not m.get("is_demo")]
+    first = 0
+    if turns:
+        last = _text(turns[-1].get("content"))
+        made = [j for j, s in enumerate(steps) if isinstance(s, dict) and s.get("response") == last]
+        if not made:
+            return []
+        first = made[-1] + 1
+    legacy = is_legacy(history)
+    return [{"role": "assistant", "content": s["response"], "thought": s.get("thought"),
+             "action": s.get("action"), **({} if legacy else {"message_type": "action"})}
+            for s in steps[first:] if isinstance(s, dict) and isinstance(s.get("response"), str)]
+
+
+def _text(content: Any) -> str:
+    """A history entry's text: a string, or the text parts of a list (cache_control)."""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict)
+                       and isinstance(p.get("text"), str))
+    return content if isinstance(content, str) else ""
 
 
 @dataclass

@@ -224,6 +224,7 @@ class CompareScreen(Screen[None]):
         self.running = False
         self.cancelled = False
         self._seen = (0, 0)  # (done, total) of the last progress report
+        self._run = 0  # which run is on screen (R starts another)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -248,6 +249,7 @@ class CompareScreen(Screen[None]):
 
     def start(self) -> None:
         self.running, self.cancelled, self.result = True, False, None
+        self._run += 1  # a late progress report of a run stopped before this one is ignored
         self.set_class(True, "-running")
         self.set_class(False, "-regressed")
         self.query_one("#compare-progress", ProgressBar).update(total=None, progress=0)
@@ -266,12 +268,13 @@ class CompareScreen(Screen[None]):
         worker = get_current_worker()
         on_ray = self.app.ray_exports is not None  # type: ignore[attr-defined]
         last = [-1]
+        run = self._run
 
         def progress(done: int, total: int) -> None:
             step = max(total // PROGRESS_STEPS, 1)
             if done == total or done - last[0] >= step:
                 last[0] = done
-                self.app.call_from_thread(self._progressed, done, total)
+                self.app.call_from_thread(self._progressed, done, total, run)
 
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         try:
@@ -293,8 +296,8 @@ class CompareScreen(Screen[None]):
         if not worker.is_cancelled:
             self.post_message(CompareFinished(result))
 
-    def _progressed(self, done: int, total: int) -> None:
-        if not self.is_attached or not self.running:
+    def _progressed(self, done: int, total: int, run: int) -> None:
+        if not self.is_attached or not self.running or run != self._run:
             return
         self._seen = (done, total)
         self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
@@ -383,8 +386,9 @@ class CompareScreen(Screen[None]):
             # moving as if still at work)
             done, total = self._seen
             self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
+            unit = "partitions" if self.app.ray_exports is not None else "requests"  # type: ignore[attr-defined]
             self.query_one("#compare-safety", Static).update(
-                f"Compare stopped after {done:,} of {total:,} requests." if total else "Compare stopped.")
+                f"Compare stopped after {done:,} of {total:,} {unit}." if total else "Compare stopped.")
             self.query_one("#compare-status", Static).update("R: compare again · esc: back")
             return
         self.app.pop_screen()

@@ -29,6 +29,7 @@ from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
+from ingest.secrets import MASK_PREFIX
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import assembly_content
@@ -214,7 +215,10 @@ class RequestsScreen(Screen[None]):
         self._source_named = True
         app = self.app
         store = app.db_path.name  # type: ignore[attr-defined]
-        label = source if store.startswith(source) else f"{source} · {store}"
+        # a cache store is named after its source: named once, and never whole beside a
+        # source name that was masked (the store's name would show what was masked)
+        label = (source if store.startswith(source) or MASK_PREFIX in source
+                 else f"{source} · {store}")
         app.source_label = label  # type: ignore[attr-defined]
         app.watch_reveal(app.reveal)  # type: ignore[attr-defined]
 
@@ -328,7 +332,9 @@ class RequestsScreen(Screen[None]):
         if prefix or suffix:
             # the list drops what every id shares: say what, so an id can be typed whole
             # (``contextlens show <prefix>r3<suffix>``)
-            parts.append(f"ids without {one_line(prefix, 24)}…{one_line(suffix, 12)}")
+            shared = " and ".join(f"{what} {one_line(part, 60)}" for what, part
+                                  in (("starting", prefix), ("ending", suffix)) if part)
+            parts.append(f"ids shown without the {shared} they share")
         if loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
         if "findings" in [c.key for c, _ in self._shown]:
@@ -344,7 +350,7 @@ class RequestsScreen(Screen[None]):
         """A parse error shows at once; the query runs once typing pauses."""
         self._cancel_pending_filter()
         value = event.value
-        if self._parse(value) is not _INVALID and value != self.query_state.text:
+        if self._parse(value, typing=True) is not _INVALID and value != self.query_state.text:
             self._filter_timer = self.set_timer(FILTER_PAUSE, lambda: self.apply_filter(value))
 
     @on(Input.Submitted, "#filter")
@@ -365,14 +371,16 @@ class RequestsScreen(Screen[None]):
             self._filter_timer.stop()
             self._filter_timer = None
 
-    def _parse(self, text: str) -> Any:
-        """The parsed filter (None for no filter), or ``_INVALID`` with the error shown."""
+    def _parse(self, text: str, typing: bool = False) -> Any:
+        """The parsed filter (None for no filter), or ``_INVALID`` with the error shown;
+        while ``typing``, a key whose value has not been typed yet (``policy:``) is not an
+        error yet, only not a filter to run."""
         from ingest.filters import parse_filter
 
         try:
             flt = parse_filter(text) if text.strip() else None
         except ContextlensError as err:
-            self._show_error(str(err))
+            self._show_error(None if typing and text.endswith(":") else str(err))
             return _INVALID
         self._show_error(None)
         return flt

@@ -163,6 +163,24 @@ async def test_bad_filter_shows_error_inline(app_db: Path) -> None:
 
 
 @run_async
+async def test_a_key_being_typed_is_not_an_error_until_entered(app_db: Path) -> None:
+    app = ContextLensApp(db_path=app_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press(*"policy", "colon")
+        await settle(pilot)
+        assert not app.screen.has_class("-bad-filter")  # its value comes next
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen.has_class("-bad-filter")
+        assert "'policy:' needs a value" in str(app.screen.query_one("#filter-error").render())
+        await pilot.press(*"v4")
+        await settle(pilot)
+        assert not app.screen.has_class("-bad-filter")
+
+
+@run_async
 async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
     async with app.run_test(size=(140, 40)) as pilot:

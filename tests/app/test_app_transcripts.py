@@ -110,7 +110,8 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         with _store(cc_db) as store:
             whole = store.list_assemblies(None, limit=1)["assembly_id"][0].as_py()
         prefix = whole.split(":", 1)[0] + ":"
-        assert f"ids without {prefix}…:asm" in str(app.screen.query_one("#status").render())
+        assert (f"ids shown without the starting {prefix} and ending :asm they share"
+                in str(app.screen.query_one("#status").render()))
         assert "scenario" not in table.backend.columns
         assert app.sub_title.startswith(f"{TRANSCRIPT.name} · ")  # the source first
         await pilot.press("enter")
@@ -220,6 +221,28 @@ async def test_the_omitted_tab_of_a_request_that_omitted_nothing_says_so(cc_db: 
         assert "No record was omitted." in text
         assert "Nothing was omitted from this request" in text
         assert "move the cursor to a record under a reason" not in text
+
+
+INSPECT_LOG = REALDATA.parent / "inspect-ai" / "2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"
+
+
+@pytest.mark.skipif(not INSPECT_LOG.is_file(), reason=f"real log absent ({INSPECT_LOG})")
+@run_async
+async def test_a_masked_source_name_is_not_shown_whole_beside_it(tmp_path: Path) -> None:
+    """An inspect_ai log is named after a random run id, which the secret detector masks; the
+    title then names the masked source alone, not the cache store, whose file name (made
+    from the source's) would show what was masked."""
+    from ingest.adapters import adapt
+    from ingest.store import ingest
+
+    res = adapt(INSPECT_LOG, tmp_path / "export")
+    db = tmp_path / f"{INSPECT_LOG.name}-0123456789abcdef.duckdb"  # as the cache names it
+    ingest(res.export_dir, db)
+    app = ContextLensApp(db_path=db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        assert "masked secret" in app.sub_title
+        assert "popularity_mj7k" not in app.sub_title, app.sub_title
 
 
 # ---------------------------------------------------------------------- conversation screen

@@ -205,8 +205,8 @@ def test_the_apps_compare_runs_on_ray_with_progress_in_partitions(
     seen: list[tuple[int, int, str]] = []
     shown = CompareScreen._progressed
 
-    def progressed(screen: CompareScreen, done: int, total: int) -> None:
-        shown(screen, done, total)
+    def progressed(screen: CompareScreen, done: int, total: int, run: int) -> None:
+        shown(screen, done, total, run)
         seen.append((done, total, str(screen.query_one("#compare-safety").render())))
 
     monkeypatch.setattr(CompareScreen, "_progressed", progressed)

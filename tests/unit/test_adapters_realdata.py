@@ -290,6 +290,12 @@ def test_claude_code_2_0_subagents_beside_the_session(tmp_path: Path) -> None:
     (project / session.name).write_bytes(session.read_bytes())
     for f in agent.parent.glob("agent-*.jsonl"):
         (project / f.name).write_bytes(f.read_bytes())
+    # a first line over 1 MB (a prompt with a pasted file): its session is still found
+    lines = (project / agent.name).read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["toolUseResult"] = "x" * (3 << 19)
+    (project / agent.name).write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n",
+                                      encoding="utf-8")
     other = [json.dumps({**d, "sessionId": "another-session", "agentId": "b000001"})
              for d in _lines(agent)]
     (project / "agent-b000001.jsonl").write_text("\n".join(other) + "\n", encoding="utf-8")

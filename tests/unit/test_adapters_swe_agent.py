@@ -151,3 +151,22 @@ def test_a_swe_agent_0x_history_elides_its_user_messages_as_0x_did(capsys, tmp_p
     details = " ".join(c["b"]["detail"] for c in cleared)
     for k in range(3):
         assert f'sent as "Old output omitted ({k + 2} lines)"' in details
+
+
+def test_a_step_swe_agent_asked_again_is_not_a_request_twice(tmp_path: Path) -> None:
+    # a response SWE-agent could not parse is re-asked: the bad answer is a trajectory step
+    # that never reaches the history, so the steps do not line up with the turns by count
+    traj = _trajectory(2, [])
+    traj["trajectory"] = [{"response": "step 0", "thought": "", "action": "cat f0.py"},
+                          {"response": "I will look around.", "thought": "", "action": ""},
+                          {"response": "step 1", "thought": "", "action": "cat f1.py"},
+                          {"response": "submit", "thought": "done", "action": "submit"}]
+    db, _ = _store(tmp_path, traj)
+    assert sql(db, "SELECT count(*) FROM context_assemblies")[0][0] == 3  # step 0, step 1, submit
+    # the run's last step, missing from the history, is one more request
+    traj["history"] = traj["history"][:-1]
+    folder = tmp_path / "without_submit"
+    folder.mkdir()
+    db, _ = _store(folder, traj)
+    assert sql(db, "SELECT count(*) FROM context_assemblies")[0][0] == 3
+    assert sql(db, "SELECT count(*) FROM messages WHERE content = 'submit'")[0][0] == 1

@@ -318,28 +318,3 @@ def test_spans_are_sorted_and_disjoint() -> None:
     spans = find_secrets(text)
     assert [s.kind for s in spans] == ["aws key", "keyword", "jwt"]
     assert [text[s.start : s.end] for s in spans] == [AWS_ID, PASSWORD, JWT]
-
-
-INSPECT_LOG = "2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"
-REAL_INSPECT = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "inspect-ai" / INSPECT_LOG
-
-
-def test_the_name_of_the_file_opened_is_not_taken_for_a_secret() -> None:
-    # an inspect_ai log is named after its run id, random enough for the detector; the
-    # transcript: tag (written by the adapter, from the file's name) shows it as the user
-    # typed it, while the same string elsewhere is still masked
-    tags = Masker().values([f"transcript:{INSPECT_LOG}", f"note:{INSPECT_LOG}"])
-    assert tags[0] == f"transcript:{INSPECT_LOG}"
-    assert "masked secret" in tags[1]
-
-
-@pytest.mark.skipif(not REAL_INSPECT.is_file(), reason=f"real log absent ({REAL_INSPECT})")
-def test_the_store_of_a_real_log_is_named_after_its_file(tmp_path: Path) -> None:
-    from ingest.adapters import adapt
-    from ingest.store import Store, ingest
-    from readmodel import ReadModel
-
-    res = adapt(REAL_INSPECT, tmp_path / "export")
-    ingest(res.export_dir, tmp_path / "s.duckdb")
-    with Store.open(tmp_path / "s.duckdb") as store:
-        assert ReadModel(store).source_name() == INSPECT_LOG
