@@ -39,6 +39,15 @@ async def _compare(pilot: Any, b: str, a: str) -> CompareScreen:
     return screen
 
 
+async def _finished(pilot: Any, screen: CompareScreen) -> None:
+    """Until the compare's result is on screen (its worker processes report to a thread
+    that ``settle`` does not wait for), 20 s at most."""
+    for _ in range(200):
+        if screen.result is not None:
+            return
+        await pilot.pause(0.1)
+
+
 @run_async
 async def test_v4_v5_shows_the_incident_regression_first(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
@@ -127,10 +136,7 @@ async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await _compare(pilot, "v5", "v4")
-        for _ in range(100):
-            if screen.result is not None:
-                break
-            await pilot.pause(0.1)
+        await _finished(pilot, screen)
         plot = screen.query_one("#compare-histogram")
         assert "█" in str(plot.render())  # the finished run's bars
 
@@ -208,10 +214,7 @@ async def test_the_compare_screen_compares_in_worker_processes(
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await _compare(pilot, "v5", "v4")
-        for _ in range(200):
-            if screen.result is not None:
-                break
-            await pilot.pause(0.1)
+        await _finished(pilot, screen)
         assert started == [2]
         result = screen.result
         assert result is not None and result.requests == 52
