@@ -122,6 +122,18 @@ class AssemblyVerdict:
         return self.replay_hash is not None
 
     @property
+    def position_only(self) -> int:
+        """How many of the differing records only sit elsewhere in the prompt (a record let
+        in or left out moves the ones after it; a diff counts them as unchanged)."""
+        return sum(1 for r in self.records if {f.field for f in r.fields} == {"position"})
+
+    def differences(self) -> str:
+        """``6 records differ (4 only in position)``."""
+        n, moved = len(self.records), self.position_only
+        text = f"{n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
+        return f"{text} ({moved} only in position)" if moved else text
+
+    @property
     def runtime_only(self) -> bool:
         """Recorded by a runtime whose policy is not modelled (policy ``observed``), and
         nothing else to say: consistent, and nothing unsafe in what it sent."""

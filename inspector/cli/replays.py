@@ -211,8 +211,7 @@ def _print_verdict(item: Any) -> None:
     elif not item.replayable:
         head += f": no policy {vis(item.policy_version)} to replay it"
     else:
-        n = len(item.records)
-        head += f": {n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
+        head += f": {item.differences()}"
     click.echo(head)
     for group, title in (("in_recording", "sent"), ("regressions", "the replay would expose"),
                          ("fixes", "the replay would withhold")):

@@ -73,7 +73,9 @@ def listed_rows(listed: list[AssemblyVerdict]) -> pa.Table:
         rows["verdict"].append(item.verdict)
         rows["policy"].append(item.policy_version)
         rows["recorded by"].append(item.assembler_version)
-        rows["records differ"].append(str(len(item.records)))
+        moved = item.position_only
+        rows["records differ"].append(
+            f"{len(item.records)}" + (f" ({moved} only in position)" if moved else ""))
         rows["first differences"].append(record_summary(item))
     return pa.table({name: pa.array(values, pa.string()) for name, values in rows.items()})
 
