@@ -9,7 +9,7 @@ from replay.diff import CHANGE_CLASSES
 from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
 from .masking import Masker, masked_placeholder
-from .model import RECORDED, AnswerCache, ReadModel, ReplayCache
+from .model import RECORDED, AnswerCache, BisectNeedsStart, ReadModel, ReplayCache
 from .tokens import token_accounting
 from .records import record_content
 from .results import (
@@ -37,6 +37,7 @@ __all__ = [
     "CompareCancelled",
     "AnswerCache",
     "AssemblyView",
+    "BisectNeedsStart",
     "BisectResult",
     "CompareResult",
     "ConversationView",

@@ -68,7 +68,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from replay.policy import PolicyRegistry
     from replay.snapshot import Snapshot
 
-__all__ = ["RECORDED", "AnswerCache", "ReadModel", "ReplayCache"]
+__all__ = ["RECORDED", "AnswerCache", "BisectNeedsStart", "ReadModel", "ReplayCache"]
+
+
+class BisectNeedsStart(ContextlensError):
+    """A bisect of a request recorded under a runtime policy (a transcript's) has no first
+    version to start from: the user names one, ``family:key=value`` (``--good`` on the
+    command line, typed in the app's bisect dialog)."""
+
+    def __init__(self, message: str, family: str) -> None:
+        super().__init__(message)
+        self.family = family
 
 RECORDED = "recorded"
 COMPACT_BOUNDARY = "compact_boundary"  # the speaker label transcript adapters give markers
@@ -583,9 +593,10 @@ class ReadModel:
                 )
         if good is None:
             if is_runtime_version(bad):
-                raise ContextlensError(
+                raise BisectNeedsStart(
                     f"assembly '{assembly_id}' runs under the runtime policy '{bad}': name the "
-                    f"setting to bisect from with --good (e.g. --good {bad.split(':')[0]}:<key>=<value>)")
+                    f"setting to bisect from with --good (e.g. --good {bad.split(':')[0]}:<key>=<value>)",
+                    bad.split(":")[0])
             good = versions[0]
         snapshot = self._snapshot(request)
         req = request_from_row(request)

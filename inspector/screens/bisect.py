@@ -18,10 +18,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from ingest.errors import ContextlensError
-from readmodel import BisectResult
+from readmodel import BisectNeedsStart, BisectResult
 
 from ..widgets.safe import one_line, safe_text
 
@@ -33,9 +33,10 @@ class BisectDone(Message):
 
 
 class BisectFailed(Message):
-    def __init__(self, error: str) -> None:
+    def __init__(self, error: str, family: str | None = None) -> None:
         super().__init__()
         self.error = error
+        self.family = family  # a runtime policy's family: the dialog asks where to start
 
 
 def state_words(state: Mapping[str, Any] | None) -> str:
@@ -123,6 +124,7 @@ class BisectScreen(ModalScreen[None]):
         self.record_id = record_id
         self.result: BisectResult | None = None
         self.error: str | None = None
+        self.good: str | None = None  # where to start (typed, for a runtime policy)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="bisect-dialog"):
@@ -141,18 +143,44 @@ class BisectScreen(ModalScreen[None]):
     def run_bisect(self) -> None:
         try:
             result = self.app.answers().bisect(  # type: ignore[attr-defined]
-                self.assembly_id, self.record_id, record_kind=self.record_kind)
+                self.assembly_id, self.record_id, good=self.good, record_kind=self.record_kind)
+        except BisectNeedsStart as err:
+            self.post_message(BisectFailed(str(err), err.family))
+            return
         except ContextlensError as err:
             self.post_message(BisectFailed(str(err)))
             return
         self.post_message(BisectDone(result))
 
     def on_bisect_done(self, message: BisectDone) -> None:
-        self.result = message.result
+        self.result, self.error = message.result, None
+        self.remove_class("-failed")
         self.query_one("#bisect-body", Static).update(result_text(message.result))
 
     def on_bisect_failed(self, message: BisectFailed) -> None:
         self.error = message.error
         self.add_class("-failed")
+        if message.family is not None:
+            # a transcript's request: its runtime has no earlier versions, so the user says
+            # which setting to start from (the command line's --good)
+            self.query_one("#bisect-body", Static).update(Text(
+                f"This request runs under the runtime policy {safe_text(message.family)}, which "
+                "has no earlier versions: type the setting to bisect from, for example "
+                f"{safe_text(message.family)}:<key>=<value>, and press enter.", style="bold"))
+            if not self.query("#bisect-good"):
+                self.query_one("#bisect-dialog").mount(
+                    Input(placeholder=f"{message.family}:key=value  (enter bisects)",
+                          id="bisect-good"),
+                    before=self.query_one("#bisect-hint"))
+            self.query_one("#bisect-good", Input).focus()
+            return
         self.query_one("#bisect-body", Static).update(
             Text(f"Cannot bisect: {safe_text(message.error)}", style="bold red"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip():
+            self.good = event.value.strip()
+            self.query_one("#bisect-body", Static).update(
+                Text(f"Bisecting from {safe_text(self.good)}…", style="dim"))
+            self.run_bisect()

@@ -106,3 +106,37 @@ async def test_help_lists_the_bisect_key(sample_db: Path) -> None:
         help_keys = str(app.screen.query_one("#help-keys").render())
         assert "Record panel (assembly screen, p)" in help_keys
         assert "Bisect record" in help_keys
+
+
+@run_async
+async def test_a_transcript_request_asks_where_to_start_and_bisects_from_it(tmp_path: Path) -> None:
+    """A request recorded under a runtime policy (SWE-agent, last_n_observations n=2) has no
+    earlier version: the dialog asks for the setting to start from (the command line's
+    --good), and bisects from what is typed."""
+    from support import swe_trajectory
+
+    from ingest.adapters import adapt
+    from ingest.store import Store, ingest
+
+    res = adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "export")
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    with Store.open(db) as store:
+        last = store.list_assemblies(sort="assembled_at", descending=True, limit=1)["assembly_id"][0].as_py()
+        cleared = next(r["record_id"] for r in store.assembly_records(last).to_pylist()
+                       if r["rendering"] == "cleared")
+    app = ContextLensApp(db_path=db, initial_assembly=last)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.push_screen(BisectScreen(last, "tool_artifact", cleared))
+        await settle(pilot)
+        dialog = app.screen
+        assert "which has no earlier versions" in screen_text(app) and "--good" not in screen_text(app)
+        assert app.focused is dialog.query_one("#bisect-good")
+        await pilot.press(*"swe-agent", "colon", *"last_n_observations.n", "equals_sign", *"9")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert dialog.result is not None
+        assert dialog.result.version == "swe-agent"
+        assert [k["key"] for k in dialog.result.keys] == ["last_n_observations.n"]
+        assert "first bad version swe-agent" in screen_text(app)
