@@ -118,7 +118,10 @@ def big_content(big_export: Path, tmp_path_factory: pytest.TempPathFactory) -> d
 
 
 # The ingest reports each step on stdout and, at the step named, waits there: a signal then
-# lands exactly at that step of adding an export to the existing store.
+# lands exactly at that step of adding an export to the existing store. It waits in short
+# sleeps, as a working ingest keeps running Python: the kernel may hand SIGTERM to one of
+# DuckDB's threads, and Python then runs the handler when the main thread next runs code, which
+# one long sleep would put off for its whole length (CI saw it once in some thousand runs).
 _PAUSING_CHILD = r"""
 import sys, time
 from pathlib import Path
@@ -130,7 +133,8 @@ pause_at = sys.argv[3]
 def progress(label, done, total):
     print(label, flush=True)
     if label == pause_at:
-        time.sleep(120)
+        for _ in range(1200):
+            time.sleep(0.1)
 
 try:
     ingest(Path(sys.argv[1]), Path(sys.argv[2]), progress=progress)
