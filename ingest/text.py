@@ -21,6 +21,7 @@ __all__ = [
     "UNSAFE_RE2",
     "clip",
     "escape_char",
+    "natural_key",
     "one_line",
     "visible_text",
 ]
@@ -80,3 +81,9 @@ def one_line(value: Any, limit: int | None = None) -> str:
 def json_safe(text: str) -> str:
     """JSON text with DEL, C1 and bidi characters written as ``\\uXXXX`` escapes."""
     return JSON_UNSAFE_RE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+
+
+def natural_key(text: str) -> list[Any]:
+    """A sort key that orders the numbers inside ids and versions by value: m2 before m10,
+    v9 before v10 (code-point order puts m10 between m1 and m2)."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]

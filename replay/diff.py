@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ingest.text import natural_key
+
 if TYPE_CHECKING:  # pragma: no cover
     from .safety import SafetyContext
 
@@ -172,8 +174,9 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
         changes.append({"record_kind": key[0], "record_id": key[1], "change": change,
                         "a": _side(ra), "b": _side(rb), "safety": key in regressed})
     rank = _CLASS_RANK
+    # ids in natural order (m2 before m10): the order a reader counts them in
     changes.sort(key=lambda c: (not c["safety"], rank[c["change"]], c["record_kind"],
-                                c["record_id"]))
+                                natural_key(c["record_id"])))
     inc_a = [r for r in a_records if r["decision"] == "included"]
     inc_b = [r for r in b_records if r["decision"] == "included"]
     summary = {

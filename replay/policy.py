@@ -17,7 +17,6 @@ its ``extends`` chain is looked up first in the file's own folder, then in the r
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ingest.errors import ContextlensError
+from ingest.text import natural_key
 
 __all__ = [
     "DESCRIPTIONS",
@@ -354,10 +354,6 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _natural(v: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", v)]
-
-
 def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value)
@@ -434,7 +430,7 @@ class PolicyRegistry:
                     raise ContextlensError(f"{self._file(path.stem)}: cannot read: {err}") from None
             if not texts:
                 raise ContextlensError(f"policies folder {self.folder} holds no *.toml file")
-        for stem in sorted(texts, key=_natural):
+        for stem in sorted(texts, key=natural_key):
             self._raw[stem] = self._parse(stem, texts[stem])
         for stem in self.versions():
             self._resolve(stem, ())
@@ -530,7 +526,7 @@ class PolicyRegistry:
 
     # ---- queries
     def versions(self) -> list[str]:
-        return sorted(self._raw, key=_natural)
+        return sorted(self._raw, key=natural_key)
 
     def get(self, version: str) -> Any:
         """The policy of ``version`` (a ``Policy``, or a ``RuntimePolicy`` for a runtime
@@ -594,7 +590,7 @@ class PolicyRegistry:
         ``recorded``: version -> number of requests, or one version per request (e.g. a
         store's ``policy_version`` column)."""
         counts = Counter(recorded) if not isinstance(recorded, Mapping) else Counter(dict(recorded))
-        missing = sorted((v for v in counts if v not in self), key=_natural)
+        missing = sorted((v for v in counts if v not in self), key=natural_key)
         if not missing:
             return
         n = sum(counts[v] for v in missing)

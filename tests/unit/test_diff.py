@@ -54,6 +54,14 @@ def test_change_classes() -> None:
     assert (d.summary["included_a"], d.summary["included_b"]) == (5, 6)
 
 
+def test_ids_of_a_change_class_are_listed_in_the_order_a_reader_counts_them() -> None:
+    # a transcript's messages are m0..m11: code-point order would list m10 and m11 after m1
+    a = [r("message", f"m{i}", "included", "verbatim", "in_window", i) for i in range(12)]
+    b = [r("message", f"m{i}", "omitted", None, "outside_window", None) for i in range(12)]
+    d = diff_records(a, b)
+    assert [c["record_id"] for c in d.changes] == [f"m{i}" for i in range(12)]
+
+
 class _Findings:
     """A stand-in SafetyContext: a record included with the rendering ``flagged`` names is a
     finding."""
