@@ -61,6 +61,9 @@ def key_owners() -> list[tuple[str, Any]]:
     ]
 
 
+_REVEAL_OR_MASK = "Reveal restricted content (asks first) / mask it again"
+
+
 class ContextLensApp(App[None]):
     """Inspect recorded context assemblies: requests, their records, prompts and provenance."""
 
@@ -71,8 +74,9 @@ class ContextLensApp(App[None]):
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
-        Binding("v", "reveal", "Reveal",
-                tooltip="Reveal restricted content (asks first) / mask it again"),
+        # one key, two footer labels: the one that says what v does now is shown
+        Binding("v", "reveal", "Reveal", tooltip=_REVEAL_OR_MASK),
+        Binding("v", "mask", "Mask", tooltip=_REVEAL_OR_MASK),
         Binding("e", "toggle_escapes", "Escapes", show=False,
                 tooltip="Escape sequences in log text: removed for reading / shown as "
                         "escapes (never obeyed)"),
@@ -337,6 +341,14 @@ class ContextLensApp(App[None]):
 
     def watch_reveal(self, reveal: bool) -> None:
         self._update_sub_title()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reveal":
+            return not self.reveal
+        if action == "mask":
+            return self.reveal
+        return True
 
     def _update_sub_title(self) -> None:
         self.sub_title = (
@@ -367,11 +379,15 @@ class ContextLensApp(App[None]):
         self.notify("Escape sequences shown as escapes." if self.show_escapes
                     else "Escape sequences removed for reading.")
 
+    def action_mask(self) -> None:
+        """Hide restricted content again (no question asked)."""
+        self.reveal = False
+        self.notify("Restricted content masked again.")
+
     def action_reveal(self) -> None:
         """Toggle restricted content: revealing asks first, hiding does not."""
         if self.reveal:
-            self.reveal = False
-            self.notify("Restricted content masked again.")
+            self.action_mask()
             return
 
         def confirmed(answer: bool | None) -> None:

@@ -31,7 +31,9 @@ def _sections() -> list[tuple[str, list[tuple[str, str]]]]:
         for binding in Binding.make_bindings(owner.BINDINGS):
             # the tooltip, where a binding has one, is the longer wording of its footer label
             meaning = binding.tooltip or binding.description or binding.action
-            rows.setdefault(meaning, []).append(_key_label(binding))
+            keys = rows.setdefault(meaning, [])
+            if _key_label(binding) not in keys:  # v: one key, its label says which way
+                keys.append(_key_label(binding))
         listed = [(", ".join(keys), desc) for desc, keys in rows.items()]
         if owner is app_class:
             listed.append((app_class.COMMAND_PALETTE_BINDING,

@@ -370,9 +370,12 @@ async def test_masked_until_reveal_confirmed(app_db: Path) -> None:
         await pilot.press("4")
         await settle(pilot)
         assert SECRET in "\n".join(app.screen.query_one("#prompt-log").lines)
+        # the footer says what v does now
+        assert "v Mask" in screen_text(app) and "v Reveal" not in screen_text(app)
         await pilot.press("v")  # masking again needs no confirmation
         await settle(pilot)
         assert not app.reveal
+        assert "v Reveal" in screen_text(app) and "v Mask" not in screen_text(app)
 
 
 @run_async

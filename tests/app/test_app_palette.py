@@ -226,7 +226,8 @@ def test_one_letter_key_has_one_meaning_across_screens() -> None:
             if len(binding.key) == 1 and binding.key.isalpha() and binding.key != "q":
                 actions.setdefault(binding.key, set()).add(binding.action)
     assert actions["r"] == {"replay"}
-    assert {k: a for k, a in actions.items() if len(a) > 1 and k != "R"} == {}
+    assert {k: a for k, a in actions.items() if len(a) > 1 and k not in "Rv"} == {}
+    assert actions["v"] == {"reveal", "mask"}  # one toggle, its footer label says which way
     assert actions["R"] == {"reload", "rerun"}  # run again: the list, verify, compare
     assert "Only q differs" in help_text().plain
 
