@@ -90,6 +90,9 @@ class _Task:
     subagent_type: str
     agent_id: str | None = None
     matched: bool = False
+    # answered with an error and no agent id: refused by the user or interrupted before a
+    # subagent started, so there is no transcript to look for
+    never_ran: bool = False
 
 
 class _Ctx:
@@ -360,6 +363,8 @@ class _Stream:
             task = self.ctx.task_by_call.get(tid)
             if task is not None and isinstance(tur, dict) and tur.get("agentId"):
                 task.agent_id = str(tur["agentId"])
+            elif task is not None and blk.get("is_error"):
+                task.never_ran = True
         text = "\n".join(texts).strip("\n")
         if text or not results:
             compact = bool(line.get("isCompactSummary"))
@@ -640,7 +645,7 @@ def adapt_claude_code(
             stream.feed(n, d)
         stream.finish()
         b.bump("subagents")
-    missing = [t for t in ctx.tasks if not t.matched]
+    missing = [t for t in ctx.tasks if not t.matched and not t.never_ran]
     if missing:
         b.bump("subagents_without_transcript", len(missing))
         b.warn(f"{path.name}: {len(missing)} subagent call(s) without a transcript "

@@ -243,3 +243,32 @@ def test_omitted_records_are_listed_in_time_order_not_id_text_order(tmp_path: Pa
         omitted = store.assembly_records(aid, "omitted").to_pylist()
     users = [r["label"] for r in omitted if r["label"].startswith("user")]
     assert users == [f"user: turn {i}" for i in range(12)]  # turn 10 after turn 9, not after 1
+
+
+def test_a_task_call_refused_before_a_subagent_ran_is_not_a_missing_transcript(
+        tmp_path: Path) -> None:
+    """A Task call the user refused (or interrupted before it started) is answered with an
+    error and no agent id: no subagent ran, so none is missing. A Task call that ran and whose
+    transcript is nowhere still says so."""
+    def task(uuid: str, parent: str, minute: int, req: str, use_id: str) -> dict[str, Any]:
+        return _assistant(uuid, parent, minute, req, {
+            "type": "tool_use", "id": use_id, "name": "Task",
+            "input": {"prompt": "look around", "subagent_type": "Explore"}})
+
+    refused = _line("user", "t1", "a1", 2, message={"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
+         "content": "The user doesn't want to proceed with this tool use."}]})
+    ran = _line("user", "t2", "a2", 4, toolUseResult={"agentId": "a0c1d2e", "status": "completed"},
+                message={"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "tu_2", "content": "found it"}]})
+    lines = [
+        _line("user", "u0", None, 0, message={"role": "user", "content": "explore"}),
+        task("a1", "u0", 1, "r1", "tu_1"), refused,
+        task("a2", "t1", 3, "r2", "tu_2"), ran,
+        _assistant("a3", "t2", 5, "r3", {"type": "text", "text": "done"}),
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    res = adapt(path, tmp_path / "export")
+    missing = [w for w in res.warnings if "without a transcript" in w]
+    assert len(missing) == 1 and "1 subagent call(s)" in missing[0], res.warnings
