@@ -19,7 +19,12 @@ Other tags are the producer's own and are shown as they are.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = [
     "CALIBRATION",
@@ -30,6 +35,7 @@ __all__ = [
     "TOKENS_UNCALIBRATED",
     "calibration",
     "int_tag",
+    "int_tag_column",
     "TOKENS_RECORDED",
     "UNATTRIBUTED_TOKENS",
     "recorded_tokens",
@@ -67,15 +73,39 @@ def recorded_tokens(tags: Iterable[Any] | None) -> bool:
     return TOKENS_RECORDED in list(tags or ())
 
 
+# an integer tag's value: digits only (no spaces or underscores, which int() would take),
+# few enough to fit 64 bits, so the row-wise and the columnar reading agree
+_INTEGER = r"-?[0-9]{1,18}"
+_INTEGER_RE = re.compile(_INTEGER)
+
+
 def int_tag(tags: Iterable[Any] | None, name: str) -> int | None:
-    """The integer value of the ``name:<n>`` tag, None when absent or not an integer."""
+    """The integer value of the first ``name:<value>`` tag, None when absent or its value
+    is not an integer."""
     value = tag_value(tags, name)
-    if value is None:
+    if value is None or not _INTEGER_RE.fullmatch(value):
         return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    return int(value)
+
+
+def int_tag_column(tags: pa.Array | pa.ChunkedArray, name: str, default: int = 0) -> pa.Array:
+    """``int_tag`` of every row of a list<string> column, ``default`` where it is None, as
+    int64: for the engine, which reads many requests at once."""
+    if isinstance(tags, pa.ChunkedArray):
+        tags = tags.combine_chunks() if tags.num_chunks else pa.array([], tags.type)
+    out = np.full(len(tags), default, dtype=np.int64)
+    flat = pc.list_flatten(tags)
+    if len(flat):
+        rows = np.asarray(pc.list_parent_indices(tags))
+        prefix = name + ":"
+        named = np.asarray(pc.fill_null(pc.starts_with(flat, prefix), False))
+        rows, values = rows[named], flat.filter(pa.array(named))
+        # the first such tag of a row decides, as tag_value reads it
+        rows, first = np.unique(rows, return_index=True)
+        values = pc.utf8_slice_codeunits(values.take(pa.array(first)), len(prefix))
+        valid = np.asarray(pc.match_substring_regex(values, f"^{_INTEGER}$"))
+        out[rows[valid]] = np.asarray(pc.cast(values.filter(pa.array(valid)), pa.int64()))
+    return pa.array(out, pa.int64())
 
 
 def unattributed_tokens(tags: Iterable[Any] | None) -> int | None:

@@ -189,7 +189,14 @@ def print_safety(safety: dict[str, Any]) -> None:
 def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
     print_safety(d.get("safety") or {})
     summary = d["summary"]
-    click.echo(f"\n{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> {summary['tokens_b']}")
+    in_records = ""
+    if (summary.get("record_tokens_a"), summary.get("record_tokens_b")) not in (
+            (None, None), (summary["tokens_a"], summary["tokens_b"])):
+        # a transcript's request: the rest is its system prompt and tools, in no record
+        in_records = (f" ({summary['record_tokens_a']} -> {summary['record_tokens_b']} "
+                      "of them in records)")
+    click.echo(f"\n{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> "
+               f"{summary['tokens_b']}{in_records}")
     counts = summary["counts"]
     click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
     rows = []

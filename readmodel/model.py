@@ -519,13 +519,17 @@ class ReadModel:
 
     def replay(self, assembly_id: str, version: str, reveal: bool = False) -> ReplayView:
         masker = Masker(reveal)
-        out = self.replayed(assembly_id, version)
+        row = self.store.assembly(assembly_id)
+        out = self.replayed(assembly_id, version, row)
         included = sorted((r for r in out.records if r["decision"] == "included"),
                           key=lambda r: r["position"])
         omitted = [r for r in out.records if r["decision"] == "omitted"]
+        # what the request sends whatever the policy (a transcript's system prompt and
+        # tools) counts under every assembler, as in the diff and the request list
+        total = sum(int(r["tokens"] or 0) for r in included) + service.outside_records(row)
         return ReplayView(
             assembly_id=assembly_id, policy_version=version, assembler=out.assembler,
-            selection_hash=out.selection_hash, assembled_tokens=out.assembled_tokens,
+            selection_hash=out.selection_hash, assembled_tokens=total,
             baseline_tokens=out.baseline_tokens,
             included=tuple(masked_record(r, masker) for r in included),
             omitted=tuple(masked_record(r, masker) for r in omitted),
@@ -559,7 +563,8 @@ class ReadModel:
             a_label = f"replay {against}"
         context = SafetyContext(self._snapshot(row), request_from_row(row), registry)
         d = diff_records(a_records, b.records, a_label, f"replay {version}", context=context,
-                         a_recorded=against == RECORDED)
+                         a_recorded=against == RECORDED,
+                         outside_records=service.outside_records(row))
         return _diff_view(store, assembly_id, d, against, version, masker, recorded)
 
     def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,

@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError
 from ingest.sql import registered, scratch_connection
+from ingest.tags import UNATTRIBUTED_TOKENS, int_tag_column
 
 from .engine import (
     CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks,
@@ -758,9 +759,14 @@ def _compare_sides(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
                              use_threads=False).sort_by("ord")
     changed = pc.greater(pc.add(selection.cast(pa.int64()),
                                 per_request["moved"].cast(pa.int64())), 0)
+    # what each request sends whatever its records (a transcript's system prompt and
+    # tools) is on both sides of it, as replay.service.outside_records counts it for a diff
+    outside = int_tag_column(chunk.requests["tags"], UNATTRIBUTED_TOKENS).take(rows["ord"])
     rows = pa.table({
         **{name: rows[name].cast(REQUEST_SCHEMA.field(name).type)
            for name in REQUEST_SCHEMA.names[:8]},
+        "tokens_a": pc.add(rows["tokens_a"].cast(pa.int64()), outside),
+        "tokens_b": pc.add(rows["tokens_b"].cast(pa.int64()), outside),
         "safety_regressions": pc.fill_null(rows["safety_regressions"], 0),
         "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
         "changed": changed,

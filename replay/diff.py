@@ -150,11 +150,15 @@ def _classify(ra: dict[str, Any] | None, rb: dict[str, Any] | None, moved: bool)
 def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]],
                  a_label: str = "A", b_label: str = "B", *,
                  context: "SafetyContext | None" = None, a_recorded: bool = False,
-                 b_recorded: bool = False) -> Diff:
+                 b_recorded: bool = False, outside_records: int = 0) -> Diff:
     """Pair two assemblies' records by (kind, id) and classify every pair.
 
     With ``context`` (the request's SafetyContext) both sides' safety findings are computed
-    and compared; ``a_recorded`` / ``b_recorded`` say which side is the recording."""
+    and compared; ``a_recorded`` / ``b_recorded`` say which side is the recording.
+    ``outside_records``: the tokens the request sends whatever its records (a transcript's
+    system prompt and tool definitions, ``ingest.tags.UNATTRIBUTED_TOKENS``); the summary's
+    tokens count them on both sides, as the request list and replay do, and
+    ``record_tokens_a`` / ``_b`` are what the records alone add up to."""
     a = {(r["record_kind"], r["record_id"]): r for r in a_records}
     b = {(r["record_kind"], r["record_id"]): r for r in b_records}
     rank_a, rank_b = _common_ranks(a, b)
@@ -179,10 +183,13 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
                                 natural_key(c["record_id"])))
     inc_a = [r for r in a_records if r["decision"] == "included"]
     inc_b = [r for r in b_records if r["decision"] == "included"]
+    record_tokens = (sum(int(r["tokens"]) for r in inc_a), sum(int(r["tokens"]) for r in inc_b))
     summary = {
         "counts": counts,
-        "tokens_a": sum(int(r["tokens"]) for r in inc_a),
-        "tokens_b": sum(int(r["tokens"]) for r in inc_b),
+        "tokens_a": record_tokens[0] + outside_records,
+        "tokens_b": record_tokens[1] + outside_records,
+        "record_tokens_a": record_tokens[0],
+        "record_tokens_b": record_tokens[1],
         "included_a": len(inc_a),
         "included_b": len(inc_b),
         "safety": len(safety.regressions),

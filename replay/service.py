@@ -13,7 +13,9 @@ No model is called, nothing is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ingest.tags import UNATTRIBUTED_TOKENS, int_tag
 
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
@@ -107,7 +109,16 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
         a_label = f"replay {against}"
     return diff_records(a_records, b.records, a_label, f"replay {policy_version}",
                         context=SafetyContext(snapshot, request, reg),
-                        a_recorded=against == "recorded")
+                        a_recorded=against == "recorded",
+                        outside_records=outside_records(row))
+
+
+def outside_records(row: Mapping[str, Any]) -> int:
+    """The tokens a request sends whatever its records select (a transcript's system prompt
+    and tool definitions: its ``unattributed_tokens`` tag), 0 when none are recorded. Every
+    assembly of the request sends them: its replays' totals count them as the recording's
+    does."""
+    return int_tag(row.get("tags"), UNATTRIBUTED_TOKENS) or 0
 
 
 def token_report(store: "Store", registry: PolicyRegistry | None = None,

@@ -120,6 +120,10 @@ def diff_header(assembly_id: str, diff: Any) -> Text:
     text.append("\n")
     text.append(f"tokens {tok_a:,} → {tok_b:,}", style="bold")
     text.append(f" ({'+' if delta > 0 else ''}{delta:,})" if delta else " (same)")
+    rec_a, rec_b = summary.get("record_tokens_a"), summary.get("record_tokens_b")
+    if rec_a is not None and (rec_a, rec_b) != (tok_a, tok_b):
+        # a transcript's request: the rest is its system prompt and tools, in no record
+        text.append(f", {int(rec_a):,} → {int(rec_b or 0):,} in records", style="dim")
     if "included_a" in summary:
         text.append(f"  ·  included {summary.get('included_a')} → {summary.get('included_b')}")
     # the classes that occur, in diff order (an empty class would only take room)

@@ -292,3 +292,40 @@ def test_esaa_with_a_shorter_window_leaves_older_events_out(capsys, tmp_path: Pa
     report = run_json(capsys, "compare", "esaa", "esaa:last_n=5", "--db", str(db))
     assert report["affected"] > 0 and report["records"]["newly_included"]["total"] == 0
     assert {r["reason"] for r in report["records"]["newly_omitted"]["by"]} == {"outside_window"}
+
+
+# ---------------------------------------------------------------- tokens outside the records
+
+
+@pytest.mark.parametrize(("fixture", "version"), [
+    ("compaction.jsonl", "claude-code:compaction=false"),
+    ("codex_rollout.jsonl", "codex:compaction=false"),
+])
+def test_list_diff_replay_and_compare_count_a_requests_tokens_alike(
+        capsys, tmp_path: Path, fixture: str, version: str) -> None:
+    """A transcript's request also sends what no record holds (its system prompt and tool
+    definitions): the list's recorded total, the diff's A and B, the replay's total and the
+    compare's rows are the same figures, whatever the policy (the records' own share is
+    named in the diff beside them)."""
+    db = _store(capsys, Path(__file__).resolve().parents[1] / "adapter_fixtures" / fixture,
+                tmp_path)
+    rows = run_json(capsys, "list", "--db", str(db))
+    out = tmp_path / "rows.parquet"
+    code, _out, err = run(capsys, "compare", "recorded", version, "--db", str(db),
+                          "--out", str(out))
+    assert code == 0, err
+    compared = {r["assembly_id"]: r for r in
+                duckdb.sql(f"SELECT * FROM '{out}'").fetchdf().to_dict("records")}
+    outside = 0
+    for row in rows:
+        aid = row["assembly_id"]
+        for policy in (version, "v4"):  # a runtime's rule, and a chat policy's
+            diff = run_json(capsys, "diff", aid, "--policy", policy, "--db", str(db))["summary"]
+            replay = run_json(capsys, "replay", aid, "--policy", policy, "--db", str(db))
+            assert diff["tokens_a"] == row["assembled_tokens"], (aid, policy)
+            assert diff["tokens_b"] == replay["assembled_tokens"], (aid, policy)
+            outside += diff["tokens_a"] - diff["record_tokens_a"]
+            if policy == version:
+                assert (compared[aid]["tokens_a"], compared[aid]["tokens_b"]) == (
+                    diff["tokens_a"], diff["tokens_b"]), aid
+    assert outside > 0  # the fixture's requests do send tokens no record holds
