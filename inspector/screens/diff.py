@@ -498,7 +498,8 @@ class DiffScreen(Screen[None]):
 
     def action_back(self) -> None:
         focused = self.focused
-        if focused is not None and focused.id in ("change-a-box", "change-b-box"):
-            self.query_one("#diff-table").focus()  # from the why back to the records
+        tables = self.query("#diff-table")  # none when no record changed
+        if focused is not None and focused.id in ("change-a-box", "change-b-box") and tables:
+            tables.first().focus()  # from the why back to the records
             return
         self.app.pop_screen()

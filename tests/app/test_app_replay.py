@@ -121,6 +121,22 @@ async def test_f_toggles_the_unchanged_records(sample_db: Path) -> None:
 
 
 @run_async
+async def test_a_diff_where_nothing_changed_goes_back_on_escape(sample_db: Path) -> None:
+    # replaying under the recorded version (the picker's first choice): nothing changed,
+    # no records table; escape used to end the app with a traceback
+    assembly = first_assembly(sample_db, "tag:incident policy:v5")
+    app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        diff = await replay_under(pilot, "v5")
+        assert "No record changed" in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.is_running and isinstance(app.screen, AssemblyScreen)
+        assert app.screen is not diff
+
+
+@run_async
 async def test_side_a_list_opens_inside_the_picker_on_a_small_terminal(sample_db: Path) -> None:
     """At 100x30 the open side-A list stays within the dialog: it neither hides the
     footer nor runs off the screen, and every choice is on screen."""
