@@ -52,7 +52,10 @@ def _run_app(
         load_registry(policies_dir)
     from ..app import ContextLensApp
 
-    ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs).run()
+    app = ContextLensApp(db_path=db, reveal=reveal, initial_assembly=assembly, **kwargs)
+    app.run()
+    if app.return_code:  # the app ended on an error (Textual printed it): not a success
+        raise SystemExit(app.return_code)
 
 
 @click.command("open")

@@ -144,3 +144,16 @@ def test_real_console_script_bad_store_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert str(bogus.name) in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_app_that_ends_on_an_error_is_not_a_success(capsys, monkeypatch) -> None:
+    """Textual prints the error when the app ends on one; the command's exit code says so
+    too, so a script (or serve) does not take it for a normal quit."""
+    from inspector.app import ContextLensApp
+
+    def crash(self, *args, **kwargs) -> None:
+        self._return_code = 1  # what Textual sets when an exception ends the app
+
+    monkeypatch.setattr(ContextLensApp, "run", crash)
+    code, _out, _err = run(capsys, "open")
+    assert code == 1
