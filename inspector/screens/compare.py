@@ -13,7 +13,7 @@ Pipeline: ``CompareProgressed`` (from the callback) -> ``CompareFinished`` or
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 from rich.text import Text
@@ -178,17 +178,28 @@ def bin_labels(histogram: Any) -> list[str]:
 LABELLED_BINS = 5  # at most this many bins named under the histogram (more do not fit)
 
 
-def histogram_ticks(histogram: Any) -> tuple[list[int], list[str], list[int]]:
+def histogram_ticks(histogram: Any, rows: int = 8) -> tuple[list[int], list[str], list[int]]:
     """Where to name the bins, and the y ticks: only bins that hold requests are named
     (plotext, left to itself, thins its labels and names empty bins, so a bar can stand
-    under another bin's name), and requests are counted in whole numbers."""
+    under another bin's name), and requests are counted in round whole numbers, at most
+    one tick every other row of the ``rows`` the plot has (two ticks on one row hide one
+    of them: 55, 33, 22 without 44)."""
     labels = bin_labels(histogram)
     held = [i for i, b in enumerate(histogram) if b["count"]]
     step = max(1, -(-len(held) // LABELLED_BINS))
     named = held[::step]
     top = max((b["count"] for b in histogram), default=0)
-    every = max(1, -(-top // 5))
+    most = max(2, rows // 2 + 1)  # ticks, 0 among them
+    every = next(n for n in _round_steps() if n * (most - 1) >= top)
     return named, [labels[i] for i in named], list(range(0, top + every, every))
+
+
+def _round_steps() -> Iterator[int]:
+    """1, 2, 5, 10, 20, 50, …"""
+    scale = 1
+    while True:
+        yield from (scale, 2 * scale, 5 * scale)
+        scale *= 10
 
 
 class CompareScreen(Screen[None]):
@@ -217,6 +228,7 @@ class CompareScreen(Screen[None]):
 
     def __init__(self, a: str, b: str, flt: Any = None, filter_text: str = "") -> None:
         super().__init__()
+        self._plotted: CompareResult | None = None  # the result the histogram shows
         self.a, self.b = a, b
         self.flt = flt
         self.filter_text = filter_text
@@ -332,21 +344,30 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-status", Static).update(status)
 
     def _clear_plot(self) -> PlotextPlot:
+        self._plotted = None
         plot = self.query_one("#compare-histogram", PlotextPlot)
         plot.plt.clear_data()
         plot.plt.clear_figure()
         plot.refresh()
         return plot
 
+    def on_resize(self) -> None:
+        # the y ticks are spaced for the plot's height: drawn again at the new one
+        if self._plotted is not None:
+            self.call_after_refresh(self._plot, self._plotted)  # once laid out anew
+
     def _plot(self, result: CompareResult) -> None:
         plot = self._clear_plot()
+        self._plotted = result
         plt = plot.plt
         histogram = result.tokens["per_request"]["histogram"]
         if histogram:
             plt.bar(list(range(len(histogram))), [b["count"] for b in histogram])
-            named, labels, yticks = histogram_ticks(histogram)
+            # the plot's rows: the widget's less its title and the x axis with its labels
+            named, labels, yticks = histogram_ticks(histogram, max(plot.size.height - 4, 2))
             plt.xticks(named, labels)
             plt.yticks(yticks)
+            plt.ylim(0, yticks[-1])
         plt.title("requests by token delta (B − A)")
         plot.refresh()
 

@@ -186,6 +186,13 @@ def test_the_histogram_names_only_bins_that_hold_requests() -> None:
     named, labels, yticks = histogram_ticks(many)
     assert len(named) <= 5 and all(many[i]["count"] for i in named)
     assert all(isinstance(y, int) for y in yticks) and yticks[-1] >= 59
+    # 51 requests in one bin on a plot of 8 rows: round ticks, each on a row of its own
+    # (0, 11, 22, 33, 44, 55 put two on one row and showed 55 33 22 11 0)
+    named, labels, yticks = histogram_ticks([{"lo": 0, "hi": 1, "count": 51}], rows=8)
+    assert yticks == [0, 20, 40, 60]
+    for rows in range(2, 30):
+        _n, _l, yticks = histogram_ticks([{"lo": 0, "hi": 1, "count": 51}], rows=rows)
+        assert yticks[-1] >= 51 and rows * (yticks[1] - yticks[0]) / yticks[-1] >= 1.5, rows
 
 
 def test_help_lists_the_compare_keys() -> None:
