@@ -7,6 +7,7 @@ masked here: the read model (``readmodel.masking``) masks them before anyone see
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
         tools = ", ".join(row.get("revalidation_tools") or []) or "its source tool"
         return (
             f"[STALE: observed {sentence_time(row.get('observed_at'))}, stale since "
-            f"{sentence_time(row.get('stale_after'))}; do not treat as current, revalidate with "
+            f"{_stale_since(row)}; do not treat as current, revalidate with "
             f"{tools}] {content}"
         )
     if rendering == "revalidation_hint":
@@ -74,6 +75,19 @@ def _body(row: dict[str, Any], raw: str | None) -> str:
     if row["record_kind"] == "tool_artifact" and row.get("error"):
         return f"{content}\nerror: {row['error']}"
     return content
+
+
+# the assembler's words for when a memory went stale under the policy that marked it
+# (replay/assembler.py, step 7: "stale since <time> (<class>, <n>h window)")
+_STALE_SINCE = re.compile(r"\bstale since (\d{4}-\d\d-\d\d \d\d:\d\d UTC)")
+
+
+def _stale_since(row: dict[str, Any]) -> str:
+    """When the marked memory went stale: as the decision that marked it says (the policy's
+    freshness window, which a replay under another version moves), else the memory's own
+    ``stale_after``."""
+    found = _STALE_SINCE.search(row.get("detail") or "")
+    return found.group(1) if found else sentence_time(row.get("stale_after"))
 
 
 def body_as(row: dict[str, Any], rendering: str) -> str:

@@ -87,3 +87,17 @@ def test_every_sentence_of_the_sample_starts_with_a_capital(sample_db: Path) -> 
                 sentence = explain(row, rec, record, [], [], rows)
                 assert sentence[0].isupper(), sentence
                 assert not re.search(r"[.;] ?\. |\. [a-z]", sentence), sentence
+
+
+def test_a_replayed_stale_marker_names_the_date_its_why_names(sample_db: Path) -> None:
+    """Under v6 mem-014 went stale at the end of v6's 48h window: the marker the model
+    receives says so, as the why-sentence does (the memory's own stale_after is a day
+    later)."""
+    with Store.open(sample_db) as store:
+        model = ReadModel(store, load_registry(None))
+        why = model.why("asm-035", "mem-014", side="v6")
+        assert why.decision["rendering"] == "stale_marker"
+        since = re.search(r"stale since (\S+ \S+ UTC)", why.sentence).group(1)
+        (text,) = model.rendered_as("asm-035", "tool_memory", "mem-014", ["stale_marker"],
+                                    details=[why.decision["detail"]])
+    assert text.startswith("[STALE: observed ") and f"stale since {since};" in text
