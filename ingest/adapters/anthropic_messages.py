@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claude_code import recorded_input
+from .claude_code import USAGE_INPUT_KEYS, recorded_input
 from .builder import AdaptResult, Builder, Placement, Rec
-from .common import EPOCH, as_text, blocks_text, canonical_json, parse_ts
+from .common import EPOCH, as_text, blocks_text, canonical_json, parse_ts, unreadable_counts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .tokens import TokenEstimator
@@ -203,6 +203,9 @@ def _request(
     system_tokens = b.count(blocks_text(body.get("system"))) if body.get("system") else 0
     tool_tokens = b.count(json.dumps(body["tools"])) if body.get("tools") else 0
     recorded = recorded_input(resp.get("usage")) if isinstance(resp, dict) else None
+    problem = unreadable_counts(resp.get("usage"), USAGE_INPUT_KEYS) if isinstance(resp, dict) else None
+    if problem is not None:
+        b.warn(f"{path.name} {where}: usage {problem}, not a whole number of tokens; ignored")
     tags = [f"system_prompt_tokens_estimate:{system_tokens}", f"tool_schema_tokens_estimate:{tool_tokens}",
             "input:exact"]
     # the logged body is the request's exact input; a client that resends the whole

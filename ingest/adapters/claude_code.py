@@ -47,7 +47,7 @@ from typing import Any
 
 from ..contract import CLEARED_PLACEHOLDER, sent_as
 from .builder import AdaptResult, Builder, Placement, Rec, Shown
-from .common import EPOCH, after, as_text, blocks_text, parse_ts
+from .common import EPOCH, after, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .jsonread import iter_jsonl
 from .files import Sample
 from .tokens import TokenEstimator
@@ -56,15 +56,19 @@ FORMAT = "claude-code"
 TASK_TOOLS = ("Task", "Agent")
 
 
+# what a Messages API request was sent, in its response's usage
+USAGE_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
 def recorded_input(usage: Any) -> int | None:
     if not isinstance(usage, dict):
         return None
     total = 0
     found = False
-    for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        v = usage.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12:
-            total += int(v)
+    for k in USAGE_INPUT_KEYS:
+        v = token_count(usage.get(k))
+        if v is not None:
+            total += v
             found = True
     return total if found else None
 
@@ -253,6 +257,10 @@ class _Stream:
                 parent_model_run_id=self.parent_run,
                 subagent_batch_id=f"{self.parent_run}:subagents" if self.parent_run else None,
             )
+            problem = unreadable_counts(msg.get("usage"), USAGE_INPUT_KEYS)
+            if problem is not None:
+                self.b.warn(f"{self.file_name} line {n}: usage {problem}, not a whole number "
+                            "of tokens; ignored")
             self._assemble(rid, recorded_input(msg.get("usage")))
             rec = self.b.message(
                 self.ctx.cid,

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .builder import AdaptResult, Builder, Rec
-from .common import EPOCH, after, as_text, blocks_text, parse_ts
+from .common import EPOCH, after, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .files import Sample
 from .jsonread import iter_jsonl
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
@@ -102,9 +102,7 @@ def _usage(payload: dict[str, Any]) -> tuple[Any, dict[str, Any] | None, int | N
 
 
 def _int(v: Any) -> int | None:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12:
-        return int(v)
-    return None
+    return token_count(v)
 
 
 def exit_code(body: str) -> int | None:
@@ -315,7 +313,7 @@ class _Rollout:
         elif kind == "response_item":
             self._item(n, p, ts)
         elif kind == "event_msg":
-            self._event(p, ts)
+            self._event(n, p, ts)
         elif kind == "compacted":
             self._compacted(p, ts)
         else:
@@ -516,10 +514,10 @@ class _Rollout:
         self._add(rec, self.b.call_row(tid)["completed_at"])
 
     # -- events
-    def _event(self, p: dict[str, Any], ts: dt.datetime) -> None:
+    def _event(self, n: int, p: dict[str, Any], ts: dt.datetime) -> None:
         t = p.get("type")
         if t == "token_count":
-            self._token_count(p, ts)
+            self._token_count(n, p, ts)
         elif t == "user_message":
             self._input()
             self.user_events.append((as_text(p.get("message")), ts))
@@ -532,11 +530,16 @@ class _Rollout:
         elif t == "thread_rolled_back":
             self._rollback(p, ts)
 
-    def _token_count(self, p: dict[str, Any], ts: dt.datetime) -> None:
+    def _token_count(self, n: int, p: dict[str, Any], ts: dt.datetime) -> None:
         key, last, window = _usage(p)
         if last is None:
             return
         recorded = _int(last.get("input_tokens"))
+        problem = unreadable_counts(last, ("input_tokens",))
+        if problem is not None:  # not a reset: a recorded figure we cannot read
+            self.b.warn(f"{self.path.name} line {n}: token_count {problem}, not a whole number "
+                        "of tokens; ignored")
+            return
         if key is None:
             key = json.dumps(last, sort_keys=True)
             if key == self.last_usage:

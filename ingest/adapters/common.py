@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
@@ -167,3 +167,27 @@ PLACEMENT_COLUMNS: dict[str, pa.DataType] = {
     "result_block_index": pa.int64(),
     "result_after_text": pa.bool_(),
 }
+
+
+def token_count(value: Any) -> int | None:
+    """A recorded token count: a whole number from 0 below 10^12 (7266.0 is one; "7266",
+    true, -5 and 7266.5 are not), else None."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e12
+            and float(value).is_integer()):
+        return int(value)
+    return None
+
+
+def unreadable_counts(usage: Any, keys: Iterable[str]) -> str | None:
+    """``input_tokens is "7266"``: the first of ``keys`` a usage object holds with a value
+    that is not a token count (null counts as absent), for a warning; None when all read.
+    A recorded count dropped without a word would turn a request's figure into an
+    estimate unseen."""
+    if not isinstance(usage, dict):
+        return None
+    for key in keys:
+        value = usage.get(key)
+        if value is not None and token_count(value) is None:
+            text = json.dumps(value)
+            return f"{key} is {text if len(text) <= 40 else text[:39] + '…'}"
+    return None

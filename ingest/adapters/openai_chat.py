@@ -30,7 +30,7 @@ from typing import Any
 
 from ..contract import sent_as
 from .builder import AdaptResult, Builder, Placement, Rec, Shown
-from .common import EPOCH, as_text, blocks_text, parse_ts
+from .common import EPOCH, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .jsonread import iter_jsonl, loads_document
 from .files import Sample
 from .swe_agent import (
@@ -321,9 +321,10 @@ def _one(
         pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
         rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
         usage = next((u for u in (m.get("usage"), response.get("usage")) if isinstance(u, dict)), {})
-        recorded = usage.get("prompt_tokens", usage.get("input_tokens"))
-        ok = isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and 0 <= recorded < 1e12
-        recorded = int(recorded) if ok else None
+        recorded = token_count(usage.get("prompt_tokens", usage.get("input_tokens")))
+        problem = unreadable_counts(usage, ("prompt_tokens", "input_tokens"))
+        if problem is not None:
+            b.warn(f"{label}: usage {problem}, not a whole number of tokens; ignored")
         b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown,
                    extra_tags=tags or ())
         t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled

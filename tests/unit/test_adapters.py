@@ -284,3 +284,25 @@ def test_a_list_entry_without_messages_is_named_not_dropped_silently(tmp_path: P
     res = adapt(path, tmp_path / "export")
     assert res.stats["requests"] == 2
     assert any("results.json entry 1: no list of chat messages" in w for w in res.warnings), res.warnings
+
+
+@pytest.mark.parametrize(("fixture", "count", "line"), [
+    ("codex_rollout.jsonl", '"last_token_usage": {"input_tokens": 5000', "line "),
+    ("compaction.jsonl", '"input_tokens":10', "line "),
+    ("anthropic_log.jsonl", '"input_tokens": 120', "line "),
+    ("openai_pending.json", '"prompt_tokens": 95', "message "),
+])
+@pytest.mark.parametrize("bad", ['"5000"', "true", "-5", "12.5"])
+def test_a_recorded_token_count_that_is_not_a_number_is_named_not_dropped_silently(
+        tmp_path: Path, fixture: str, count: str, line: str, bad: str) -> None:
+    text = (FIX / fixture).read_text()
+    assert count in text
+    head, _, number = count.rpartition(":")
+    path = tmp_path / fixture
+    path.write_text(text.replace(count, f"{head}: {bad}", 1))
+    key = head.rpartition("{")[2].strip()
+    res = adapt(path, tmp_path / "export")
+    named = [w for w in res.warnings if "not a whole number of tokens" in w]
+    assert len(named) == 1, res.warnings
+    assert named[0].startswith(fixture) and line in named[0]
+    assert f"{key.strip(chr(34))} is {bad}" in named[0]
