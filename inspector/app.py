@@ -297,10 +297,16 @@ class ContextLensApp(App[None]):
 
         self.push_screen(CompareScreen(a, b, flt, filter_text))
 
-    def open_verify(self) -> None:
+    def open_verify(self, flt: Any = None, filter_text: str = "") -> None:
+        """Verify the requests ``flt`` selects (every request without one)."""
         from .screens.verify import VerifyScreen
 
-        self.push_screen(VerifyScreen())
+        self.push_screen(VerifyScreen(flt, filter_text))
+
+    def verify_from_list(self) -> None:
+        """``open_verify`` over the requests the list's filter selects (its V key), as
+        compare does."""
+        self.open_verify(*self._list_filter())
 
     def open_lint(self, rules: frozenset[str] | None = None, title: str = "Lint") -> None:
         """The lint findings of the store (only those of ``rules`` when given)."""

@@ -116,7 +116,7 @@ class ContextLensCommands(Provider):
         app: ContextLensApp = self.app  # type: ignore[assignment]
         yield Command("Verify: replay every request under its recorded policy",
                       "Faithful, drifted or inconsistent, request by request (V)",
-                      app.open_verify)
+                      app.verify_from_list)
         yield Command("Lint: transcript pitfalls and safety findings",
                       "Every finding of `contextlens lint`; enter opens its request",
                       app.open_lint)
@@ -124,7 +124,7 @@ class ContextLensCommands(Provider):
                       lambda: app.apply_list_filter(INCIDENTS_FILTER))
         yield Command("Filter: drifted requests (verify)",
                       "Requests whose replay differs from the recording, from verify",
-                      app.open_verify)
+                      app.verify_from_list)
         yield Command("Filter: safety findings",
                       "Recorded prompts that broke a safety invariant (stale, superseded, "
                       "private…); enter opens the request",

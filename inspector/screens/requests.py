@@ -498,7 +498,7 @@ class RequestsScreen(Screen[None]):
         self.reload()
 
     def action_verify(self) -> None:
-        self.app.open_verify()  # type: ignore[attr-defined]
+        self.app.verify_from_list()  # type: ignore[attr-defined]
 
     def action_compare(self) -> None:
         """Compare two policy versions over the requests the current filter selects."""

@@ -27,7 +27,7 @@ from textual_fastdatatable import DataTable
 from ingest.errors import ContextlensError
 
 from ..widgets.arrow_table import arrow_table
-from ..widgets.safe import safe_text
+from ..widgets.safe import one_line, safe_text
 from readmodel import RECORDED, AssemblyVerdict, VerifyResult
 
 
@@ -90,8 +90,10 @@ class VerifyScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, flt: Any = None, filter_text: str = "") -> None:
         super().__init__()
+        self.flt = flt  # the request list's filter: verify what it selects, as compare does
+        self.filter_text = filter_text
         self.checked = 0
         self.faithful = 0
         self.result: VerifyResult | None = None
@@ -100,11 +102,10 @@ class VerifyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(
-            "Verify: every recorded assembly replayed under its own recorded policy version",
-            id="verify-title",
-            markup=False,
-        )
+        what = (f"the requests matching {one_line(self.filter_text, 60)}"
+                if self.filter_text.strip() else "every recorded assembly")
+        yield Static(f"Verify: {what} replayed under its own recorded policy version",
+                     id="verify-title", markup=False)
         bar = ProgressBar(id="verify-progress", show_eta=False)
         yield bar
         yield Static("", id="verify-summary", markup=False)
@@ -142,7 +143,7 @@ class VerifyScreen(Screen[None]):
                 self.app.call_from_thread(self._progressed, done, total)
 
         try:
-            result = answers.verify(progress=progress, workers=None)  # one process per CPU
+            result = answers.verify(self.flt, progress=progress, workers=None)  # a process per CPU
         except VerifyCancelled:
             return
         except ContextlensError as err:

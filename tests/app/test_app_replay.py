@@ -283,6 +283,25 @@ async def test_verify_lists_exactly_the_drifted_assemblies(sample_db: Path) -> N
 
 
 @run_async
+async def test_verify_from_a_filtered_list_verifies_what_it_shows(sample_db: Path) -> None:
+    # as compare does: V on a list filtered to the drift story checks those requests only
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"asm-01", "enter")
+        await settle(pilot)
+        shown = app.screen.query_one("#requests-table").row_count
+        assert 0 < shown < 52
+        await pilot.press("V")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerifyScreen)
+        assert screen.checked == shown
+        assert [d.assembly_id for d in screen.listed] == DRIFTED
+        assert "the requests matching asm-01" in str(screen.query_one("#verify-title").render())
+
+
+@run_async
 async def test_help_lists_the_replay_keys(sample_db: Path) -> None:
     text = help_text().plain
     for phrase in ("Replay…", "Verify", "Changes only / all", "Diff against…"):
