@@ -118,9 +118,10 @@ class RequestsScreen(Screen[None]):
         Binding("s", "sort", "Sort"),
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
-        Binding("R", "reload", "Reload"),
+        # the footer keeps what fits 80 columns; R is in the help (?)
+        Binding("R", "reload", "Reload", show=False),
         Binding("V", "verify", "Verify"),
-        Binding("C", "compare", "Compare versions", show=False),
+        Binding("C", "compare", "Compare", tooltip="Compare versions"),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
 

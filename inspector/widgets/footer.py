@@ -22,6 +22,13 @@ class KeysFooter(Footer):
         super().__init__(**kwargs)
         self._shown: tuple[Any, ...] | None = None
 
+    def on_resize(self) -> None:
+        # on a narrow terminal the keys lose their padding and the palette's hint goes
+        # (ctrl+p still opens it; the help says so), so the last keys (Help, Reveal, Quit)
+        # stay on screen
+        self.compact = self.size.width < 110
+        self.show_command_palette = self.size.width >= 90
+
     def _keys(self, screen: Screen[Any]) -> tuple[Any, ...]:
         return tuple(
             (binding.key, binding.action, binding.description, enabled, tooltip)

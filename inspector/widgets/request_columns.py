@@ -38,11 +38,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("time", "time (UTC)", "assembled_at", 0),
     Column("no", "#", "assembled_at", 6),
     Column("request", "request", "assembly_id", 1, cap=24),
-    Column("model", "model", "model", 2, cap=22),
+    Column("model", "model", "model", 4, cap=22),
     Column("policy", "policy", "policy_version", 2, cap=10),
     Column("incl", "incl", "included_count", 3),
     Column("omit", "omit", "omitted_count", 3),
-    Column("tokens", "tokens", "assembled_tokens", 3),
+    Column("tokens", "tokens", "assembled_tokens", 2),  # what a request cost: before its model
     Column("findings", "lint", None, 1),  # safety markers: kept as long as the request id
     Column("tools", "tools", None, 7),
     Column("budget", "budget use", "assembled_tokens", 8),

@@ -47,6 +47,16 @@ async def test_an_80_column_terminal_keeps_the_safety_markers(sample_db: Path) -
         shown = headers(app)
         assert "lint" in shown and "request" in shown and "time (UTC)" in shown, shown
         assert "⚠" in screen_text(app)
+        # what was left out and what it cost outrank the model's name
+        assert {"omit", "tokens"} <= set(shown) and "model" not in shown, shown
+        # the whole footer: compare's key, and quit at its end
+        footer = screen_text(app).splitlines()[-1]
+        assert "C Compare" in footer and footer.rstrip().endswith("q Quit"), footer
+        # the help wraps inside the screen: its right border is on screen
+        await pilot.press("question_mark")
+        await settle(pilot)
+        dialog = app.screen.query_one("#help-dialog")
+        assert dialog.region.right <= 80
 
 
 @run_async
