@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -146,7 +146,7 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         """The keys of the dialog (``typed``: with the box for a version with changed keys,
         which tab reaches first)."""
         verb = self.VERB.removesuffix("s")
-        keys = "a: choose side A · tab: type a version with changed keys" if typed else "a / tab: choose side A"
+        keys = "a: side A · type: a version with changed keys" if typed else "a / tab: choose side A"
         return f"enter: {verb} under the highlighted version (side B) · {keys} · esc: cancel"
 
     def _recorded_label(self) -> str:
@@ -187,10 +187,10 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         if family is not None and not self.query("#typed-version"):
             self.query_one("#replay-dialog").mount(
                 Input(placeholder=f"or type a version with changed keys: {family}:key=value,…  "
-                                  f"(enter {self.VERB})", id="typed-version"),
+                                  f"(enter {self.VERB})", id="typed-version",
+                      select_on_focus=False),  # letters typed on the list are kept
                 before=self.query_one("#against-row"))
-            # say how to get there: letters typed on the list move its cursor (and a picks
-            # side A), they do not go into the box; tab does
+            # say how to get there: tab, or typing (on_key moves the letters there)
             self.query_one("#replay-hint", Static).update(self.hint(typed=True))
         names = [p.version for p in self.policies]
         start = self.recorded_version if self.recorded_version in names else (names or [None])[0]
@@ -256,6 +256,20 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
 
     def action_focus_against(self) -> None:
         self.query_one("#against", Select).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """A version typed on the list goes into the box for one: its letters did nothing,
+        or jumped to side A, and were lost. a picks side A unless a version is being typed
+        (focus moves to the box after the keys already on their way)."""
+        box = next(self.query("#typed-version").results(Input), None)
+        versions = self.query_one("#policy-versions", OptionList)
+        if (box is None or self.focused is not versions or not event.is_printable
+                or event.character in (None, " ") or (event.key == "a" and not box.value)):
+            return
+        event.stop()
+        event.prevent_default()
+        box.focus()
+        box.insert_text_at_cursor(event.character)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
