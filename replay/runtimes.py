@@ -153,14 +153,23 @@ def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
         return total[bisect_right(seqs, upto)] - total[bisect_right(seqs, after)]
 
     bounds = [r.seq for r in th.threads.get(thread, []) if r.boundary] if recorded else []
-    uptos = sorted({int(f.get("upto", -1)) for f in th.runs.values()
-                    if f.get("thread") == thread and "inherits" not in f})
+    runs = [f for f in th.runs.values() if f.get("thread") == thread and "inherits" not in f]
+    uptos = sorted({int(f.get("upto", -1)) for f in runs})
+    # until the first compaction a request carried what it recorded (with history its file
+    # may lack, and the estimates' error); after one, the overhead and the records since
+    carried: dict[int, int] = {}
+    for f in runs:
+        if isinstance(f.get("carried"), int):
+            upto = int(f.get("upto", -1))
+            carried[upto] = max(carried.get(upto, 0), f["carried"])
     cuts: list[tuple[int, int, str]] = []
     cut = -1
     previous = -1
     for upto in uptos:
         cut = max(cut, max((b for b in bounds if b <= upto), default=-1))
         size = overhead + tokens(cut, upto)
+        if cut < 0:
+            size = max(size, carried.get(upto, 0))
         if size > limit and previous > cut:
             cut = previous
             cuts.append((cut, upto, f"dropped by a compaction at {limit:,} tokens (counterfactual: "
@@ -360,7 +369,7 @@ def assemble_runtime(snapshot: Snapshot, request: Request, policy: RuntimePolicy
         decisions=decisions,
         selection_hash=selection_hash(sel),
         assembled_tokens=included_tokens + unexplained,
-        baseline_tokens=full + fixed,
+        baseline_tokens=full + unexplained,  # as the recording's (adapters/calibration.py)
         baseline_message_count=messages_all,
         included_count=included_count,
         omitted_count=len(sel) - included_count,

@@ -193,6 +193,9 @@ class Builder:
             facts: dict[str, Any] = {
                 "runtime": runtime, "settings": settings, "thread": own,
                 "upto": max((f["seq"] for f in placed if f["thread"] == own), default=-1),
+                # what the request carried (recorded, or estimated): a counterfactual
+                # compaction threshold is measured against it until a compaction
+                "carried": int(asm[run_id]["assembled_tokens"] or 0),
             }
             other = [f for f in placed[:len(inc)] if f["thread"] != own]
             if other:

@@ -165,5 +165,8 @@ def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[
             keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
             a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), tag(FIXED_OVERHEAD_TOKENS, overhead),
                                 tag(ESTIMATOR_RESIDUAL_TOKENS, left - overhead), how]
-            a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + overhead
+            # history replay sends every record and, like the request itself, what no record
+            # explains (the overhead and the residual, which lies in the records' estimates
+            # or in history the file lacks): it sends the recorded request and what it left out
+            a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + left
             unattributed[a["assembly_id"]] = left

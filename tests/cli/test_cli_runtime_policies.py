@@ -329,3 +329,66 @@ def test_list_diff_replay_and_compare_count_a_requests_tokens_alike(
                 assert (compared[aid]["tokens_a"], compared[aid]["tokens_b"]) == (
                     diff["tokens_a"], diff["tokens_b"]), aid
     assert outside > 0  # the fixture's requests do send tokens no record holds
+
+
+def _claude_session(path: Path, carried: list[int]) -> Path:
+    """A Claude Code session of len(carried) requests, each a user turn and a short answer
+    whose usage recorded ``carried[i]`` input tokens, compacted once after the second: the
+    first requests carried far more than their few records (history the file lacks)."""
+    lines: list[dict] = []
+    parent = None
+
+    def add(kind: str, minute: int, **extra) -> None:
+        nonlocal parent
+        uuid = f"{kind[0]}{len(lines)}"
+        lines.append({"type": kind, "sessionId": "s", "uuid": uuid, "parentUuid": parent,
+                      "timestamp": f"2025-06-01T09:{minute:02d}:00Z", **extra})
+        parent = uuid
+
+    for i, tokens in enumerate(carried):
+        if i == 2:
+            add("system", 3 * i, subtype="compact_boundary",
+                compactMetadata={"trigger": "auto", "preTokens": carried[1]})
+            add("user", 3 * i, isCompactSummary=True,
+                message={"role": "user", "content": "Summary: the work so far."})
+        add("user", 3 * i + 1, message={"role": "user", "content": f"step {i}: go on"})
+        add("assistant", 3 * i + 2, requestId=f"r{i}", message={
+            "id": f"msg_{i}", "model": "claude-sonnet-4-5", "role": "assistant",
+            "content": [{"type": "text", "text": f"done with step {i}"}],
+            "usage": {"input_tokens": tokens, "output_tokens": 5}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_history_replay_sends_what_the_request_sent_and_what_it_left_out(
+        capsys, tmp_path: Path) -> None:
+    """The baseline (history replay) of a transcript's request is never below what it sent:
+    what no record explains is sent by both, so report tokens' savings are the records a
+    request left out, not a negative figure."""
+    db = _store(capsys, _claude_session(tmp_path / "s.jsonl", [150_000, 150_500, 20_000, 20_400]),
+                tmp_path)
+    for row in run_json(capsys, "list", "--db", str(db)):
+        shown = run_json(capsys, "show", row["assembly_id"], "--db", str(db))
+        left_out = sum(r["tokens"] for r in shown["omitted"])
+        assert row["baseline_tokens"] == row["assembled_tokens"] + left_out, row
+        replay = run_json(capsys, "replay", row["assembly_id"], "--policy", "claude-code",
+                          "--db", str(db))
+        assert replay["baseline_tokens"] == row["baseline_tokens"]
+    (total,) = [r for r in run_json(capsys, "report", "tokens", "--db", str(db))
+                if r["scenario"] == "(all)"]
+    assert total["reduction"] > 0, total  # the compaction left records out
+
+
+def test_a_compaction_threshold_is_measured_against_what_a_request_carried(
+        capsys, tmp_path: Path) -> None:
+    """Before its first compaction a session's requests carried 150,000 tokens, most of them
+    in no record: compact_at=100000 compacts there (it measured the records and the
+    overhead the compacted requests left, some 20,000, and changed nothing)."""
+    db = _store(capsys, _claude_session(tmp_path / "s.jsonl", [150_000, 150_500, 20_000, 20_400]),
+                tmp_path)
+    report = run_json(capsys, "compare", "recorded", "claude-code:compact_at=100000",
+                      "--db", str(db))
+    assert report["affected"] == 1, report
+    (changed,) = report["most_changed"]
+    second = sorted(r["assembly_id"] for r in run_json(capsys, "list", "--db", str(db)))[1]
+    assert changed["assembly_id"] == second and changed["newly_omitted"] > 0
