@@ -128,10 +128,19 @@ class AssemblyVerdict:
         return sum(1 for r in self.records if {f.field for f in r.fields} == {"position"})
 
     def differences(self) -> str:
-        """``6 records differ (4 only in position)``."""
-        n, moved = len(self.records), self.position_only
-        text = f"{n} record{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}"
-        return f"{text} ({moved} only in position)" if moved else text
+        """``2 records differ, 4 more only shifted in position``: the 2 are what the diff
+        it opens lists as changed, the 4 it counts as unchanged."""
+        moved = self.position_only
+        n = len(self.records) - moved
+
+        def records(k: int) -> str:
+            return f"{k} record{'s' if k != 1 else ''}"
+
+        if not moved:
+            return f"{records(n)} differ{'s' if n == 1 else ''}"
+        if not n:
+            return f"{records(moved)} only shifted in position"
+        return f"{records(n)} differ{'s' if n == 1 else ''}, {moved} more only shifted in position"
 
     @property
     def runtime_only(self) -> bool:

@@ -75,7 +75,7 @@ def listed_rows(listed: list[AssemblyVerdict]) -> pa.Table:
         rows["recorded by"].append(item.assembler_version)
         moved = item.position_only
         rows["records differ"].append(
-            f"{len(item.records)}" + (f" ({moved} only in position)" if moved else ""))
+            f"{len(item.records) - moved}" + (f" (+{moved} shifted)" if moved else ""))
         rows["first differences"].append(record_summary(item))
     return pa.table({name: pa.array(values, pa.string()) for name, values in rows.items()})
 
