@@ -24,6 +24,7 @@ from ingest.errors import ContextlensError
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.footer import KeysFooter
+from ..widgets.safe import safe_text
 
 COLUMNS = ("severity", "rule", "assembly", "record", "detail")
 
@@ -60,6 +61,10 @@ class LintScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
+    DEFAULT_CSS = """
+    #lint-detail { height: auto; max-height: 4; padding: 0 1; background: $boost; }
+    """
+
     def __init__(self, rules: frozenset[str] | None = None, title: str = "Lint") -> None:
         super().__init__()
         self.rules = rules  # None: every rule
@@ -70,6 +75,9 @@ class LintScreen(Screen[None]):
         yield Header()
         yield Static(self.title_text, id="lint-title", markup=False)
         yield Vertical(Static("Linting…", classes="placeholder", markup=False), id="lint-holder")
+        # the highlighted finding's detail whole (the table cuts it: the date that matters
+        # comes last)
+        yield Static("", id="lint-detail", markup=False)
         yield Static("", id="lint-status", markup=False)
         yield KeysFooter()
 
@@ -113,6 +121,14 @@ class LintScreen(Screen[None]):
         holder = self.query_one("#lint-holder")
         holder.remove_children()
         holder.mount(Static(message.error, classes="placeholder", markup=False))
+
+    @on(DataTable.RowHighlighted, "#lint-table")
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if 0 <= event.cursor_row < len(self.findings):
+            f = self.findings[event.cursor_row]
+            where = " ".join(str(f.get(k) or "") for k in ("assembly_id", "record_kind", "record_id"))
+            self.query_one("#lint-detail", Static).update(
+                safe_text(f"{f.get('rule') or ''} · {where.strip()}: {f.get('detail') or ''}"))
 
     @on(DataTable.RowSelected, "#lint-table")
     def row_selected(self, event: DataTable.RowSelected) -> None:

@@ -324,18 +324,16 @@ class RequestsScreen(Screen[None]):
         loaded = self._display.num_rows if self._display is not None else 0
         parts = [f"{self._matched:,} of {self._total:,} requests"]
         parts.append(f"sorted by {BY_KEY[q.column].label} {ARROWS[q.descending]}")
+        prefix, suffix = self._affixes
+        if prefix or suffix:
+            # the list drops what every id shares: say what, so an id can be typed whole
+            # (``contextlens show <prefix>r3<suffix>``); short, it stays on a 160-column line
+            parts.append(f"ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}")
         if self._display is not None:
             for key in CONSTANT_ELSEWHERE:
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))
                 if value is not None:
                     parts.append(f"{BY_KEY[key].label} {one_line(value, 30)}")
-        prefix, suffix = self._affixes
-        if prefix or suffix:
-            # the list drops what every id shares: say what, so an id can be typed whole
-            # (``contextlens show <prefix>r3<suffix>``)
-            shared = " and ".join(f"{what} {one_line(part, 60)}" for what, part
-                                  in (("starting", prefix), ("ending", suffix)) if part)
-            parts.append(f"ids shown without the {shared} they share")
         if loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
         if "findings" in [c.key for c, _ in self._shown]:

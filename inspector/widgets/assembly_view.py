@@ -76,24 +76,25 @@ def explain(answers: ReadModel, assembly_id: str, kind: str, record_id: str,
 
 
 def recorded_tokens_line(tokens: TokenAccounting | None) -> Text | None:
-    """``recorded N tok · records explain E · unattributed U = overhead O + residual R``
+    """``recorded N · records E · unattributed U = overhead O + residual R``
     for a request whose token count was recorded by its runtime (``(system prompt, tool
     schemas)`` when the split is not known); None otherwise (or while the records are not
     loaded yet)."""
     if tokens is None or not tokens.recorded:
         return None
     line = Text()
-    line.append(f"recorded {tokens.assembled_tokens:,} tok", style="bold")
-    line.append(" · records explain ")
+    line.append(f"recorded {tokens.assembled_tokens:,}", style="bold")
+    line.append(" · records ")
     line.append(f"{tokens.included_estimate:,}")
     if tokens.unattributed is not None:
         line.append(f" · unattributed {tokens.unattributed:,}", style="bold yellow")
         if tokens.fixed_overhead is None or tokens.estimator_residual is None:
-            line.append(" (system prompt, tool schemas)", style="dim")
+            line.append(" (system prompt, tools)", style="dim")
         else:
-            line.append(f" = fixed overhead {tokens.fixed_overhead:,}", style="dim")
-            line.append(" (system prompt, tool schemas)", style="dim")
-            line.append(f" + estimator residual {tokens.estimator_residual:,}", style="dim")
+            # short enough for a 160-column header, where it is cut rather than wrapped
+            line.append(f" = overhead {tokens.fixed_overhead:,}", style="dim")
+            line.append(" (system prompt, tools)", style="dim")
+            line.append(f" + residual {tokens.estimator_residual:,}", style="dim")
     if tokens.calibration:
         line.append(f" · estimates {tokens.calibration}", style="dim")
     return line

@@ -39,7 +39,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("no", "#", "assembled_at", 6),
     Column("request", "request", "assembly_id", 1, cap=24),
     Column("model", "model", "model", 4, cap=22),
-    Column("policy", "policy", "policy_version", 2, cap=10),
+    Column("policy", "policy", "policy_version", 2, cap=18),  # chat-full-history whole
     Column("incl", "incl", "included_count", 3),
     Column("omit", "omit", "omitted_count", 3),
     Column("tokens", "tokens", "assembled_tokens", 2),  # what a request cost: before its model

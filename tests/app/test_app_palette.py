@@ -200,6 +200,11 @@ async def test_lint_lists_every_rule_the_cli_reports(sample_db: Path) -> None:
         assert isinstance(screen, LintScreen)
         assert len(screen.findings) == len(app.answers().lint())
         assert f"{len(screen.findings):,} findings" in screen_text(app)
+        # the table cuts a long detail; the highlighted finding's is shown whole below it
+        await pilot.press("down")
+        await settle(pilot)
+        detail = screen.findings[1]["detail"]
+        assert len(detail) > 60 and detail in str(screen.query_one("#lint-detail").render())
 
 
 # ---------------------------------------------------------------------- keys

@@ -110,7 +110,7 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         with _store(cc_db) as store:
             whole = store.list_assemblies(None, limit=1)["assembly_id"][0].as_py()
         prefix = whole.split(":", 1)[0] + ":"
-        assert (f"ids shown without the starting {prefix} and ending :asm they share"
+        assert (f"ids short for {prefix}…:asm"
                 in str(app.screen.query_one("#status").render()))
         assert "scenario" not in table.backend.columns
         assert app.sub_title.startswith(f"{TRANSCRIPT.name} · ")  # the source first
@@ -374,8 +374,8 @@ async def test_recorded_tokens_beside_the_estimate(cc_db: Path) -> None:
     assert unattributed == recorded - explained  # the adapter's definition, via the store
     overhead = int(next(t for t in assembly["tags"] if t.startswith("fixed_overhead_tokens:")).split(":")[1])
     expected = (
-        f"recorded {recorded:,} tok · records explain {explained:,} · "
-        f"unattributed {unattributed:,} = fixed overhead {overhead:,}"
+        f"recorded {recorded:,} · records {explained:,} · "
+        f"unattributed {unattributed:,} = overhead {overhead:,}"
     )
     app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
     async with app.run_test(size=(160, 40)) as pilot:
@@ -422,7 +422,7 @@ def test_recorded_line_only_for_recorded_assemblies() -> None:
     line = recorded_tokens_line(_accounting(["tokens:recorded"], 1200, 200))
     assert line is not None
     assert line.plain == (
-        "recorded 1,200 tok · records explain 200 · unattributed 1,000 (system prompt, tool schemas)"
+        "recorded 1,200 · records 200 · unattributed 1,000 (system prompt, tools)"
     )
     # the tag wins over the difference; a bad tag falls back to it; markup stays text
     line = recorded_tokens_line(_accounting(["tokens:recorded", "unattributed_tokens:7"], 10, 1))
@@ -435,8 +435,8 @@ def test_recorded_line_only_for_recorded_assemblies() -> None:
         ["tokens:recorded", "unattributed_tokens:900", "fixed_overhead_tokens:800",
          "estimator_residual_tokens:100", "tokens:calibrated:x1.43/12pairs"], 1100, 200))
     assert line is not None and line.plain == (
-        "recorded 1,100 tok · records explain 200 · unattributed 900 = fixed overhead 800 "
-        "(system prompt, tool schemas) + estimator residual 100 · estimates x1.43 fitted on "
+        "recorded 1,100 · records 200 · unattributed 900 = overhead 800 "
+        "(system prompt, tools) + residual 100 · estimates x1.43 fitted on "
         "12 request pairs")
 
 
