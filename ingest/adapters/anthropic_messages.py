@@ -37,7 +37,10 @@ FORMAT = "anthropic-messages"
 
 
 def _unwrap(entry: Any) -> tuple[dict[str, Any] | None, Any]:
-    """(request body, response or None) of one log entry."""
+    """(request body, response or None) of one log entry. A response logged as the HTTP
+    exchange (claude-trace: ``{timestamp, status_code, headers, body?, body_raw?}``) is read
+    for its message: the JSON ``body``, or the server-sent events of a streamed one
+    (``body_raw``), which Claude Code always asks for."""
     if not isinstance(entry, dict):
         return None, None
     body: Any = entry
@@ -49,11 +52,68 @@ def _unwrap(entry: Any) -> tuple[dict[str, Any] | None, Any]:
             break
     if isinstance(body, dict) and not isinstance(body.get("messages"), list) and isinstance(body.get("body"), dict):
         body = body["body"]
-    if isinstance(response, dict) and isinstance(response.get("body"), dict):
-        response = response["body"]
+    if isinstance(response, dict):
+        message = response.get("body")
+        if not isinstance(message, dict) and isinstance(response.get("body_raw"), str):
+            message = streamed_message(response["body_raw"])
+        if isinstance(message, dict):
+            # the exchange's time stands for the message's
+            response = {"timestamp": response.get("timestamp"), **message}
     if isinstance(body, dict) and isinstance(body.get("messages"), list):
         return body, response
     return None, None
+
+
+def streamed_message(events: str) -> dict[str, Any] | None:
+    """The message a streamed Messages response sent, rebuilt from its server-sent events
+    (``message_start`` with the input usage, content blocks and their deltas,
+    ``message_delta`` with the stop reason and output usage; an ``error`` event is the
+    error); None when the text holds no message."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for line in events.splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            data = json.loads(line[5:])
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type")
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            message = {**data["message"], "content": []}
+        elif kind == "error":
+            return {"type": "error", "error": data.get("error")}
+        elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            blocks[_index(data)] = dict(data["content_block"])
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            block, delta = blocks.setdefault(_index(data), {}), data["delta"]
+            for field_name, key in (("text", "text"), ("thinking", "thinking")):
+                if isinstance(delta.get(key), str):
+                    block[field_name] = str(block.get(field_name) or "") + delta[key]
+            if isinstance(delta.get("partial_json"), str):
+                partial[_index(data)] = partial.get(_index(data), "") + delta["partial_json"]
+        elif kind == "message_delta" and message is not None:
+            if isinstance(data.get("delta"), dict):
+                message.update({k: v for k, v in data["delta"].items() if v is not None})
+            if isinstance(data.get("usage"), dict):
+                message["usage"] = {**(message.get("usage") or {}), **data["usage"]}
+    if message is None:
+        return None
+    for index, text in partial.items():
+        try:
+            blocks.setdefault(index, {})["input"] = json.loads(text) if text else {}
+        except ValueError:
+            blocks[index]["input"] = {"_unparsed": text}
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message
+
+
+def _index(event: dict[str, Any]) -> int:
+    index = event.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
 
 
 def _entries(values: Any) -> list[Any]:
@@ -142,7 +202,9 @@ def adapt_anthropic_messages(
         if body is None:
             b.warn(f"{path.name} {where}: not a Messages request body (no messages list), skipped")
             continue
-        t = parse_ts(entry.get("timestamp") or entry.get("created_at") or entry.get("time"))
+        request = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+        t = parse_ts(entry.get("timestamp") or entry.get("created_at") or entry.get("time")
+                     or request.get("timestamp") or entry.get("logged_at"))
         if t is None:
             t = clock + dt.timedelta(seconds=1)
         clock = max(clock, t)

@@ -306,3 +306,65 @@ def test_a_recorded_token_count_that_is_not_a_number_is_named_not_dropped_silent
     assert len(named) == 1, res.warnings
     assert named[0].startswith(fixture) and line in named[0]
     assert f"{key.strip(chr(34))} is {bad}" in named[0]
+
+
+def _sse(*events: dict) -> str:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def test_a_claude_trace_log_of_streamed_responses_keeps_usage_and_answers(tmp_path: Path) -> None:
+    """claude-trace logs each HTTP exchange: {request: {timestamp, body}, response:
+    {timestamp, status_code, body_raw}, logged_at}; Claude Code streams, so the response is
+    its server-sent events. The answer is the request's own (not a run of its own), the
+    usage is recorded, and the times are the exchange's."""
+    system = [{"type": "text", "text": "You are Claude Code."}]
+    user = {"role": "user", "content": [{"type": "text", "text": "list files"}]}
+    answer = {"role": "assistant", "content": [
+        {"type": "text", "text": "Listing."},
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]}
+    result = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py\nb.py"}]}
+    streamed = _sse(
+        {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
+            "content": [], "usage": {"input_tokens": 4, "cache_creation_input_tokens": 12000,
+                                     "cache_read_input_tokens": 0, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Listing."}},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}},
+        {"type": "content_block_delta", "index": 1,
+         "delta": {"type": "input_json_delta", "partial_json": '{"command": "ls"}'}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 40}},
+        {"type": "message_stop"})
+    pairs = [
+        {"request": {"timestamp": 1751963400.0, "method": "POST", "url": "https://api.anthropic.com/v1/messages",
+                     "headers": {}, "body": {"model": "claude-sonnet-4", "system": system,
+                                             "messages": [user], "stream": True}},
+         "response": {"timestamp": 1751963403.5, "status_code": 200,
+                      "headers": {"content-type": "text/event-stream"}, "body_raw": streamed},
+         "logged_at": "2025-07-08T08:30:03.600Z"},
+        {"request": {"timestamp": 1751963404.0, "method": "POST", "url": "https://api.anthropic.com/v1/messages",
+                     "headers": {}, "body": {"model": "claude-sonnet-4", "system": system,
+                                             "messages": [user, answer, result], "stream": True}},
+         "response": {"timestamp": 1751963406.0, "status_code": 200, "headers": {},
+                      "body_raw": _sse({"type": "message_start", "message": {
+                          "id": "msg_2", "type": "message", "role": "assistant", "content": [],
+                          "usage": {"input_tokens": 12080}}})},
+         "logged_at": "2025-07-08T08:30:06.100Z"},
+    ]
+    path = tmp_path / "log-2025-07-08.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    res = adapt(path, tmp_path / "export")
+    assert res.format == "anthropic-messages"
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    runs = sql(db, "SELECT model_run_id, started_at < ended_at, year(started_at) FROM model_runs "
+                   "ORDER BY started_at")
+    assert [(ok, year) for _, ok, year in runs] == [(True, 2025), (True, 2025)]  # no run of its own
+    assert sql(db, "SELECT assembled_tokens FROM context_assemblies ORDER BY assembled_at") == [
+        (12004,), (12080,)]
+    first = runs[0][0]
+    assert sql(db, "SELECT count(*) FROM messages WHERE role = 'assistant' "
+                   f"AND model_run_id = '{first}'") == [(1,)]
+    assert sql(db, "SELECT tool_name, status FROM tool_calls") == [("Bash", "succeeded")]
