@@ -59,7 +59,7 @@ from typing import Any, Iterator
 from .builder import AdaptResult, Builder, Rec
 from .common import EPOCH, after, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .files import Sample
-from .jsonread import iter_jsonl
+from .jsonread import iter_jsonl, loads_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
 FORMAT = "codex"
@@ -663,7 +663,8 @@ def adapt_codex(path: Path, out_dir: Path, estimator: TokenEstimator | None = No
     data = path.read_bytes()
     b = Builder(FORMAT, path, data, estimator)
     b.runtime = "codex"  # the whole history since the last compaction (replay/runtimes.py)
-    lines = list(iter_jsonl(path, data, b))
+    first = ts_rollout_lines(_document(path, data))
+    lines = list(enumerate(first, 1)) if first is not None else list(iter_jsonl(path, data, b))
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
         # an OpenAI model's own tokenizer counts exactly; others are calibrated on the recording
         models = list(_models(lines))
@@ -671,6 +672,29 @@ def adapt_codex(path: Path, out_dir: Path, estimator: TokenEstimator | None = No
             b.use_exact(exact_estimator(models))
     _Rollout(b, path, lines).read()
     return b.write(out_dir)
+
+
+def _document(path: Path, data: bytes) -> Any:
+    """The file as one JSON value when it is one object (None otherwise)."""
+    if not data.lstrip()[:1] == b"{":
+        return None
+    try:
+        return loads_document(path, data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def ts_rollout_lines(document: Any) -> list[Any] | None:
+    """A rollout of the TypeScript Codex CLI (``codex-cli/src/utils/storage/save-rollout.ts``,
+    2025: one JSON document ``{session: {timestamp, id, instructions}, items: [...]}``) as the
+    lines of the first JSONL shape that followed it: the session, then its response items.
+    None for anything else."""
+    if not isinstance(document, dict) or not isinstance(document.get("items"), list):
+        return None
+    session = document.get("session")
+    if not isinstance(session, dict) or not is_legacy_meta({"instructions": "", **session}):
+        return None
+    return [{"instructions": "", **session}, *document["items"]]
 
 
 def is_legacy_meta(d: Any) -> bool:
@@ -714,6 +738,9 @@ class CodexAdapter:
     def sniff(self, sample: Sample) -> str | None:
         if sample.document is None and sample.lines is None:
             return sample.not_json_reason()
+        first = ts_rollout_lines(sample.document)
+        if first is not None:
+            return sniff(first)
         if sample.document is not None and not (sample.lines and len(sample.lines) == 1
                                                 and isinstance(sample.document, dict)):
             return "a single JSON document, not JSON lines"

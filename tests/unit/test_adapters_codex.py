@@ -267,3 +267,30 @@ def test_the_first_rollout_shape_is_read(tmp_path: Path) -> None:
     db = _load(path, tmp_path)
     assert [c for _, _, c in _records(db, 0)] == ["hello"]
     assert sql(db, "select count(*) from model_runs")[0][0] == 1
+
+
+def test_a_rollout_of_the_typescript_codex_cli_is_read(tmp_path: Path) -> None:
+    """The TypeScript Codex CLI (2025) saved a session as one JSON document, {session,
+    items}: its items are the Responses API items of the JSONL rollouts that followed it."""
+    from ingest.adapters import detect_format
+
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "show main.py"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "read it"}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "shell",
+         "arguments": json.dumps({"command": ["cat", "main.py"]})},
+        {"type": "function_call_output", "call_id": "call_1",
+         "output": json.dumps({"output": "print('hi')\n", "metadata": {"exit_code": 0}})},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It prints hi."}]},
+    ]
+    path = tmp_path / "rollout-2025-04-20-1a2b3c4d.json"
+    path.write_text(json.dumps({"session": {"timestamp": "2025-04-20T10:11:12.345Z",
+                                            "id": "1a2b3c4d", "instructions": ""},
+                                "items": items}, indent=2))
+    assert detect_format(path) == "codex"
+    res = adapt(path, tmp_path / "export")
+    assert not res.warnings, res.warnings
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    assert sql(db, "SELECT count(*) FROM context_assemblies") == [(2,)]  # the call, the answer
+    assert sql(db, "SELECT tool_name, status FROM tool_calls") == [("shell", "succeeded")]
