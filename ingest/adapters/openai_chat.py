@@ -61,6 +61,13 @@ def _conversations(values: Any) -> list[tuple[Any, list[Any], str]]:
     """(holder object or None, messages, where) per conversation found."""
     if isinstance(values, dict):
         msgs = _messages_of(values)
+        if msgs is None and isinstance(values.get("simulations"), list):
+            # tau2-bench's results: {timestamp, info, tasks, simulations: [{messages, …}]};
+            # each simulation is a conversation, its agent's model in info.agent_info.llm
+            info = values.get("info") if isinstance(values.get("info"), dict) else {}
+            return [({**sim, "info": info}, sim_msgs, f"simulations[{i}]")
+                    for i, sim in enumerate(values["simulations"])
+                    if (sim_msgs := _messages_of(sim)) is not None]
         return [(values, msgs, "document")] if msgs is not None else []
     if not isinstance(values, list):
         return []
@@ -90,9 +97,9 @@ def _model_of(holder: Any) -> str | None:
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
     agent = agent_config(holder)  # SWE-agent: replay_config.agent
     for src in (holder, info, holder.get("config"), holder.get("metadata"), config.get("model"),
-                agent.get("model")):
+                agent.get("model"), info.get("agent_info")):
         if isinstance(src, dict):
-            for k in ("model", "model_name", "model_id", "name"):
+            for k in ("model", "model_name", "model_id", "name", "llm"):
                 if isinstance(src.get(k), str) and src[k]:
                     return src[k]
     return None
@@ -135,6 +142,15 @@ def _title(holder: Any, msgs: list[Any], fallback: str) -> str:
     return fallback
 
 
+def _fixed_opener(m: dict[str, Any]) -> bool:
+    """An assistant message that records a cost of exactly 0 and no usage, no tool call:
+    a runtime's fixed text (tau2-bench's ``DEFAULT_FIRST_AGENT_MESSAGE``), not a model's.
+    Only asked of a message that opens the conversation."""
+    cost = m.get("cost")
+    return (isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost == 0
+            and not m.get("usage") and not _response_of(m) and not m.get("tool_calls"))
+
+
 def _is_error(msg: dict[str, Any], text: str) -> bool:
     if msg.get("is_error") is True or msg.get("error"):
         return True
@@ -152,7 +168,7 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
         values = [v for _, v in parsed]
         line_of = [n for n, _ in parsed]
     convs = _conversations(values)
-    if convs and convs[0][2] != "document":
+    if isinstance(values, list) and convs and convs[0][2] != "document":
         # a list of conversations (tau-bench's results): say which entries hold none
         skipped = [i for i, v in enumerate(values) if _messages_of(v) is None]
         for i in skipped[:3]:
@@ -161,7 +177,7 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
                    f"{'/'.join(HOLDERS)}, skipped")
         if len(skipped) > 3:
             b.warn(f"{path.name}: {len(skipped) - 3} more entries without chat messages skipped")
-    if line_of is not None and convs and convs[0][2] != "document":
+    if line_of is not None and isinstance(values, list) and convs and convs[0][2] != "document":
         convs = [(h, m, f"line {line_of[int(w.split()[1])]}") for h, m, w in convs]
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
         # an OpenAI model's own tokenizer counts exactly; others are calibrated on the recording
@@ -319,6 +335,13 @@ def _one(
         mdl = next((v for v in (m.get("model"), response.get("model")) if isinstance(v, str) and v),
                    model)
         pid = b.participant(cid, f"model:{mdl}", mdl, "model", "openai", mdl)
+        if last_user is None and all(r.kind == "message" for r in records) and _fixed_opener(m):
+            # the runtime's fixed greeting (tau2: "Hi! How can I help you today?", cost 0):
+            # said by the agent, made by no model call, so no request
+            records.append(b.message(cid, "assistant", text, t, participant_id=pid,
+                                     speaker_label=mdl))
+            b.bump("fixed_openers")
+            return last_user
         rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
         usage = next((u for u in (m.get("usage"), response.get("usage")) if isinstance(u, dict)), {})
         recorded = token_count(usage.get("prompt_tokens", usage.get("input_tokens")))

@@ -368,3 +368,44 @@ def test_a_claude_trace_log_of_streamed_responses_keeps_usage_and_answers(tmp_pa
     assert sql(db, "SELECT count(*) FROM messages WHERE role = 'assistant' "
                    f"AND model_run_id = '{first}'") == [(1,)]
     assert sql(db, "SELECT tool_name, status FROM tool_calls") == [("Bash", "succeeded")]
+
+
+def test_a_tau2_bench_results_file_is_one_conversation_per_simulation(tmp_path: Path) -> None:
+    """tau2-bench writes {timestamp, info, tasks, simulations: [{task_id, messages}]}; its
+    orchestrator opens every simulation with a fixed greeting of cost 0 that no model wrote."""
+    greeting = {"role": "assistant", "content": "Hi! How can I help you today?",
+                "tool_calls": None, "turn_idx": 0, "cost": 0.0, "usage": None}
+
+    def simulation(task: str, ask: str, tokens: int) -> dict:
+        return {"id": f"sim-{task}", "task_id": task, "trial": 0, "messages": [
+            greeting,
+            {"role": "user", "content": ask, "turn_idx": 1, "cost": 0.001,
+             "usage": {"prompt_tokens": 900, "completion_tokens": 15}},  # the user simulator's
+            {"role": "assistant", "content": None, "turn_idx": 2, "cost": 0.01,
+             "usage": {"prompt_tokens": tokens, "completion_tokens": 20},
+             "tool_calls": [{"id": "call_1", "name": "find_user", "arguments": {"zip": "19122"},
+                             "requestor": "assistant"}]},
+            {"role": "tool", "id": "call_1", "content": "user_42", "requestor": "assistant",
+             "turn_idx": 3, "error": False},
+            {"role": "assistant", "content": "Found you.", "turn_idx": 4, "cost": 0.01,
+             "usage": {"prompt_tokens": tokens + 60, "completion_tokens": 5}}]}
+
+    results = {"timestamp": "2025-10-31T07:16:00", "tasks": [],
+               "info": {"agent_info": {"implementation": "llm_agent", "llm": "claude-sonnet-4-5"},
+                        "user_info": {"llm": "gpt-4.1"}},
+               "simulations": [simulation("7", "exchange my order", 3100),
+                               simulation("8", "cancel my order", 2900)]}
+    path = tmp_path / "tau2-retail.json"
+    path.write_text(json.dumps(results))
+    res = adapt(path, tmp_path / "export")
+    assert res.format == "openai-chat" and not res.warnings, res.warnings
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    assert sql(db, "SELECT count(*) FROM conversations") == [(2,)]
+    # two requests per simulation: the greeting is the agent's text, not a model call
+    assert sql(db, "SELECT model, assembled_tokens FROM context_assemblies "
+                   "ORDER BY conversation_id, assembled_at") == [
+        ("claude-sonnet-4-5", 3100), ("claude-sonnet-4-5", 3160),
+        ("claude-sonnet-4-5", 2900), ("claude-sonnet-4-5", 2960)]
+    assert sql(db, "SELECT count(*) FROM messages WHERE role = 'assistant' "
+                   "AND model_run_id IS NULL") == [(2,)]
