@@ -84,6 +84,15 @@ def _conversations(values: Any) -> list[tuple[Any, list[Any], str]]:
 def sniff(values: Any) -> str | None:
     if _conversations(values):
         return None
+    entries = values if isinstance(values, list) else [values]
+    held = [e for e in entries if isinstance(e, dict)
+            and any(isinstance(e.get(k), list) for k in HOLDERS)]
+    if held and all(not any(e.get(k) for k in HOLDERS) for e in held):
+        # tau-bench writes traj [] for a task that raised (its info.error says why)
+        errors = [e["info"]["error"] for e in held if isinstance(e.get("info"), dict)
+                  and isinstance(e["info"].get("error"), str)]
+        return (f"every entry's {'/'.join(HOLDERS)} list is empty"
+                + (f" (the first says: {errors[0][:80]})" if errors else ""))
     return (
         'no list of messages with "role", no object with "messages"/"traj"/"history", '
         "and no list of such objects"

@@ -409,3 +409,15 @@ def test_a_tau2_bench_results_file_is_one_conversation_per_simulation(tmp_path: 
         ("claude-sonnet-4-5", 2900), ("claude-sonnet-4-5", 2960)]
     assert sql(db, "SELECT count(*) FROM messages WHERE role = 'assistant' "
                    "AND model_run_id IS NULL") == [(2,)]
+
+
+def test_a_tau_bench_file_whose_every_task_failed_says_its_trajectories_are_empty(
+        tmp_path: Path) -> None:
+    # tau-bench writes traj [] and info.error for a task that raised
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([{"task_id": i, "reward": 0.0, "traj": [], "trial": 0,
+                                 "info": {"error": "EOF when reading a line"}} for i in range(3)]))
+    with pytest.raises(ContextlensError) as info:
+        adapt(path, tmp_path / "export")
+    assert "every entry's messages/traj/history/conversation list is empty" in str(info.value)
+    assert "EOF when reading a line" in str(info.value)
