@@ -193,9 +193,7 @@ class RecordPanel(Horizontal):
             return text
         text.append("● " if link.get("self") else "→ ", style="bold" if link.get("self") else "")
         text.append(f"{KIND_SHORT.get(kind, kind)} {rid}", style="bold")
-        via = link.get("via")
-        if via:
-            text.append(f"  via {safe_text(via)}", style="dim")
+        # in or out of the prompt before the link's field name: a narrow panel cuts the end
         place = membership.get((kind, str(link.get("id"))))
         if place is not None:
             phrase = "included" if place.get("decision") == "included" else (
@@ -204,6 +202,9 @@ class RecordPanel(Horizontal):
             text.append(f"  [{phrase}]", style="green" if phrase == "included" else "yellow")
         elif kind in KIND_SHORT and kind != "model_run" and not link.get("self"):
             text.append("  [not in this assembly]", style="dim")
+        via = link.get("via")
+        if via:
+            text.append(f"  via {safe_text(via)}", style="dim")
         label = link.get("label")
         if label and not link.get("self"):
             text.append("  " + readable_line(label, 80), style="dim")

@@ -122,3 +122,13 @@ async def test_title_and_provenance_name_the_same_record_through_a_walk(
             assert f" {record_id}  ·  " in panel_title(screen)
             assert f" {record_id}" in provenance_self(screen).split("  ")[0]
         assert screen._walk  # it did walk
+
+
+def test_a_provenance_link_says_in_or_out_before_the_field_it_follows() -> None:
+    # a narrow panel cuts the end of the line: whether the source is in the prompt is worth
+    # more than the name of the field that links it (it read "via source_artifact_ids [omit…")
+    link = {"kind": "tool_artifact", "id": "art-015", "via": "source_artifact_ids", "depth": 1}
+    membership = {("tool_artifact", "art-015"): {"decision": "omitted",
+                                                 "reason_code": "privacy_restricted"}}
+    line = RecordPanel._link_text(link, membership).plain
+    assert line.index("[omitted: privacy_restricted]") < line.index("via source_artifact_ids")
