@@ -9,6 +9,8 @@ A tag is ``name`` or ``name:value``. contextlens gives meaning to these:
   explain (system prompt, tool schemas, estimator error), split into
   ``fixed_overhead_tokens:<n>`` (the fewest tokens any request of its chain left unexplained: sent
   with every request) and ``estimator_residual_tokens:<n>`` (the rest);
+- ``times:unrecorded``: the log records no times for this request; its times are made up
+  from 2000-01-01 on, in the log's order (order is all they say);
 - ``tokens:calibrated:x<factor>/<n>pairs``: the transcript's estimates were scaled by the
   factor fitted on n pairs of consecutive requests (``ingest/adapters/calibration.py``);
   ``tokens:uncalibrated``: too little recorded growth to fit one; ``tokens:exact:<encoding>``:
@@ -32,6 +34,7 @@ __all__ = [
     "FIXED_OVERHEAD_TOKENS",
     "SCENARIO",
     "TOKENS_EXACT",
+    "TIMES_UNRECORDED",
     "TOKENS_UNCALIBRATED",
     "calibration",
     "int_tag",
@@ -51,6 +54,7 @@ TOKENS_EXACT = "tokens:exact"
 FIXED_OVERHEAD_TOKENS = "fixed_overhead_tokens"
 ESTIMATOR_RESIDUAL_TOKENS = "estimator_residual_tokens"
 TOKENS_RECORDED = "tokens:recorded"
+TIMES_UNRECORDED = "times:unrecorded"
 UNATTRIBUTED_TOKENS = "unattributed_tokens"
 
 
@@ -66,6 +70,11 @@ def tag_value(tags: Iterable[Any] | None, name: str) -> str | None:
         if isinstance(t, str) and t.startswith(prefix):
             return t[len(prefix):]
     return None
+
+
+def times_unrecorded(tags: Iterable[Any] | None) -> bool:
+    """True when the request's times were made up (its log records none)."""
+    return TIMES_UNRECORDED in list(tags or ())
 
 
 def recorded_tokens(tags: Iterable[Any] | None) -> bool:

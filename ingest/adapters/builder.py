@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import pyarrow as pa
 
 from ..contract import TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS, selection_hash
-from ..tags import TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
+from ..tags import TIMES_UNRECORDED, TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
 from ..writer import ExportWriter
 from .calibration import calibrate, scaled
 from .tokens import DEFAULT_ESTIMATOR, TiktokenEstimator, TokenEstimator
@@ -28,6 +28,9 @@ from .common import (
     DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
     human_size, short_hash,
 )
+
+# the made-up times of a log without any start at EPOCH (2000-01-01) and keep its order
+MADE_UP_BEFORE = EPOCH.replace(year=2001)
 
 
 class Placement(NamedTuple):
@@ -616,6 +619,11 @@ class Builder:
         if cal.fitted:
             self.stats["token_calibration_pairs"] = cal.pairs
             self.stats["token_calibration_x100"] = int(round(cal.factor * 100))
+        for a in self.rows.get("context_assemblies", []):
+            # a time before 2001 was made up from EPOCH in the log's order (no agent log is
+            # that old): say so, or the made-up date reads as when the request was made
+            if a["assembled_at"] < MADE_UP_BEFORE and TIMES_UNRECORDED not in a["tags"]:
+                a["tags"] = a["tags"] + [TIMES_UNRECORDED]
         created = self.first_time or EPOCH
         with ExportWriter(
             out_dir,

@@ -32,6 +32,7 @@ from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
+from ingest.tags import times_unrecorded
 from ingest.timefmt import table_time
 from readmodel import TokenAccounting
 
@@ -384,7 +385,9 @@ class AssemblyScreen(Screen[None]):
             f"  ·  {a.get('included_count', '?')} included, {a.get('omitted_count', '?')} omitted"
         )
         when = a.get("assembled_at")
-        if when is not None:
+        if times_unrecorded(a.get("tags")):
+            header.append("  ·  time not recorded (the log's order kept)", style="dim")
+        elif when is not None:
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
         header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")

@@ -30,6 +30,7 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from ingest.secrets import MASK_PREFIX
+from ingest.tags import times_unrecorded
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import assembly_content
@@ -329,6 +330,11 @@ class RequestsScreen(Screen[None]):
             # the list drops what every id shares: say what, so an id can be typed whole
             # (``contextlens show <prefix>r3<suffix>``); short, it stays on a 160-column line
             parts.append(f"ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}")
+        if (self._display is not None and "tags" in self._display.column_names
+                and self._display.num_rows  # the shown tags, joined by ", "
+                and times_unrecorded(str(self._display["tags"][0].as_py() or "").split(", "))):
+            # made-up times must not read as when the requests were made
+            parts.append("times not recorded: shown from 2000-01-01 in the log's order")
         if self._display is not None:
             for key in CONSTANT_ELSEWHERE:
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))

@@ -47,3 +47,22 @@ async def test_each_log_opens_and_lists_its_requests(log: Path, tmp_path: Path) 
         included = sql(db, f"select count(*) from assembly_records where assembly_id = '{first}' "
                            "and decision = 'included'")[0][0]
         assert f"{included} included" in header
+
+
+@run_async
+async def test_a_log_without_times_is_not_shown_as_made_in_2000(tmp_path: Path) -> None:
+    """A SWE-agent trajectory records no times: the list says its dates are made up, and a
+    request's header says its time was not recorded instead of showing 2000-01-01."""
+    from support import swe_trajectory
+
+    db = tmp_path / "s.duckdb"
+    ingest(adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "export").export_dir, db)
+    app = ContextLensApp(db_path=db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        status = str(app.screen.query_one("#status").render())
+        assert "times not recorded: shown from 2000-01-01 in the log's order" in status
+        await pilot.press("enter")
+        await settle(pilot)
+        header = str(app.screen.query_one("#assembly-header").render())
+        assert "time not recorded" in header and "2000-01-01" not in header

@@ -170,3 +170,20 @@ def test_a_step_swe_agent_asked_again_is_not_a_request_twice(tmp_path: Path) -> 
     db, _ = _store(folder, traj)
     assert sql(db, "SELECT count(*) FROM context_assemblies")[0][0] == 3
     assert sql(db, "SELECT count(*) FROM messages WHERE content = 'submit'")[0][0] == 1
+
+
+def test_requests_of_a_log_without_times_say_their_times_are_made_up(tmp_path: Path) -> None:
+    """A SWE-agent trajectory records no times: its requests are dated from 2000-01-01 in
+    order, and tagged so no screen shows that date as when they were made. A log with
+    times is not tagged."""
+    from support import swe_trajectory
+
+    untimed = adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "untimed")
+    timed = adapt(Path(__file__).parents[1] / "adapter_fixtures" / "compaction.jsonl",
+                  tmp_path / "timed")
+    for res, made_up in ((untimed, True), (timed, False)):
+        db = tmp_path / f"{res.export_dir.name}.duckdb"
+        ingest(res.export_dir, db)
+        tagged = sql(db, "SELECT bool_and(list_contains(tags, 'times:unrecorded')), "
+                         "bool_or(list_contains(tags, 'times:unrecorded')) FROM context_assemblies")
+        assert tagged == [(made_up, made_up)], res.export_dir
