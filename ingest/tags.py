@@ -5,8 +5,9 @@ A tag is ``name`` or ``name:value``. contextlens gives meaning to these:
 - ``scenario:<name>``: the story a sample request tells (filter ``scenario:``);
 - ``tokens:recorded``: ``assembled_tokens`` is the input token count the runtime recorded
   (a transcript's usage), not an estimate;
-- ``unattributed_tokens:<n>``: of those recorded tokens, what the included records do not
-  explain (system prompt, tool schemas, estimator error), split into
+- ``unattributed_tokens:<n>``: of the request's tokens, what the included records do not
+  explain: the system prompt and tool schemas (estimated, on a request whose count is
+  estimated) and, on a recorded one, the estimator's error too; a recorded one's is split into
   ``fixed_overhead_tokens:<n>`` (the fewest tokens any request of its chain left unexplained: sent
   with every request) and ``estimator_residual_tokens:<n>`` (the rest);
 - ``times:unrecorded``: the log records no times for this request; its times are made up

@@ -86,4 +86,5 @@ def json_safe(text: str) -> str:
 def natural_key(text: str) -> list[Any]:
     """A sort key that orders the numbers inside ids and versions by value: m2 before m10,
     v9 before v10 (code-point order puts m10 between m1 and m2)."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+    # odd parts are the runs of digits (ASCII only: "²" is a digit to isdigit, not to int)
+    return [int(p) if i % 2 else p for i, p in enumerate(re.split(r"([0-9]+)", text))]

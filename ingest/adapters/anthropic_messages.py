@@ -77,13 +77,15 @@ def streamed_message(events: str) -> dict[str, Any] | None:
             continue
         try:
             data = json.loads(line[5:])
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
         if kind == "message_start" and isinstance(data.get("message"), dict):
             message = {**data["message"], "content": []}
+            if not isinstance(message.get("usage"), dict):
+                message.pop("usage", None)
         elif kind == "error":
             return {"type": "error", "error": data.get("error")}
         elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
@@ -97,9 +99,12 @@ def streamed_message(events: str) -> dict[str, Any] | None:
                 partial[_index(data)] = partial.get(_index(data), "") + delta["partial_json"]
         elif kind == "message_delta" and message is not None:
             if isinstance(data.get("delta"), dict):
-                message.update({k: v for k, v in data["delta"].items() if v is not None})
+                message.update({k: v for k, v in data["delta"].items()
+                                if v is not None and k not in ("usage", "content")})
             if isinstance(data.get("usage"), dict):
-                message["usage"] = {**(message.get("usage") or {}), **data["usage"]}
+                # a count the delta leaves null keeps the start's (as the SDK merges them)
+                message["usage"] = {**(message.get("usage") or {}),
+                                    **{k: v for k, v in data["usage"].items() if v is not None}}
     if message is None:
         return None
     for index, text in partial.items():
@@ -267,7 +272,8 @@ def _request(
     recorded = recorded_input(resp.get("usage")) if isinstance(resp, dict) else None
     problem = unreadable_counts(resp.get("usage"), USAGE_INPUT_KEYS) if isinstance(resp, dict) else None
     if problem is not None:
-        b.warn(f"{path.name} {where}: usage {problem}, not a whole number of tokens; ignored")
+        b.warn(f"{path.name} {where}: usage {problem}, not a whole number of tokens; the "
+               "request's input is estimated")
     tags = [f"system_prompt_tokens_estimate:{system_tokens}", f"tool_schema_tokens_estimate:{tool_tokens}",
             "input:exact"]
     # the logged body is the request's exact input; a client that resends the whole

@@ -151,7 +151,11 @@ def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[
     unexplained tokens into its chain's fixed overhead and the estimator residual."""
     for a in assemblies:
         if TOKENS_RECORDED not in a["tags"]:
-            a["tags"] = a["tags"] + [how]
+            # an estimated request's unattributed tokens are its estimated system prompt and
+            # tools (scaled with it): every replay of it sends them too
+            left = a["assembled_tokens"] - _included(by_assembly.get(a["assembly_id"], []))
+            keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
+            a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), how]
     for chain in chains.values():
         # the fixed overhead is what every request of the chain leaves unexplained at least:
         # the first request's, unless the session started mid-way (a resumed or sliced log

@@ -61,7 +61,10 @@ USAGE_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_i
 
 
 def recorded_input(usage: Any) -> int | None:
-    if not isinstance(usage, dict):
+    """The input tokens a Messages response's usage records (input, cache creation and
+    cache reads); None when none is recorded, or one of them cannot be read (a part is
+    not the whole: the request is then estimated)."""
+    if not isinstance(usage, dict) or unreadable_counts(usage, USAGE_INPUT_KEYS) is not None:
         return None
     total = 0
     found = False
@@ -260,7 +263,7 @@ class _Stream:
             problem = unreadable_counts(msg.get("usage"), USAGE_INPUT_KEYS)
             if problem is not None:
                 self.b.warn(f"{self.file_name} line {n}: usage {problem}, not a whole number "
-                            "of tokens; ignored")
+                            "of tokens; the request's input is estimated")
             self._assemble(rid, recorded_input(msg.get("usage")))
             rec = self.b.message(
                 self.ctx.cid,
@@ -619,14 +622,16 @@ def adapt_claude_code(
     compact_i = 0
     for fname, agent, sl in sources:
         task = next((t for t in ctx.tasks if t.agent_id == agent and not t.matched), None)
+        # a call that never ran has no transcript: never the one a transcript belongs to
         if task is None:
             prompt = _first_prompt(sl)
             task = next(
-                (t for t in ctx.tasks if not t.matched and t.prompt.strip() and t.prompt.strip() == prompt),
+                (t for t in ctx.tasks if not t.matched and not t.never_ran and t.prompt.strip()
+                 and t.prompt.strip() == prompt),
                 None,
             )
         if task is None and agent == "sidechain":
-            task = next((t for t in ctx.tasks if not t.matched), None)
+            task = next((t for t in ctx.tasks if not t.matched and not t.never_ran), None)
         tags: tuple[str, ...] = (f"subagent:{agent}",)
         if task is not None:
             task.matched = True

@@ -538,7 +538,7 @@ class _Rollout:
         problem = unreadable_counts(last, ("input_tokens",))
         if problem is not None:  # not a reset: a recorded figure we cannot read
             self.b.warn(f"{self.path.name} line {n}: token_count {problem}, not a whole number "
-                        "of tokens; ignored")
+                        "of tokens; the request's input is estimated")
             return
         if key is None:
             key = json.dumps(last, sort_keys=True)

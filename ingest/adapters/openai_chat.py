@@ -186,6 +186,12 @@ def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | Non
                    f"{'/'.join(HOLDERS)}, skipped")
         if len(skipped) > 3:
             b.warn(f"{path.name}: {len(skipped) - 3} more entries without chat messages skipped")
+    if isinstance(values, dict) and isinstance(values.get("simulations"), list):
+        # tau2-bench: say which simulations hold no messages (as a list's entries, above)
+        held = {w for _, _, w in convs}
+        for i, _ in enumerate(values["simulations"]):
+            if f"simulations[{i}]" not in held:
+                b.warn(f"{path.name} simulations[{i}]: no list of chat messages, skipped")
     if line_of is not None and isinstance(values, list) and convs and convs[0][2] != "document":
         convs = [(h, m, f"line {line_of[int(w.split()[1])]}") for h, m, w in convs]
     if estimator is None or estimator is DEFAULT_ESTIMATOR:
@@ -353,10 +359,12 @@ def _one(
             return last_user
         rid = b.run(cid, pid, "openai", mdl, t, ended_at=t, trigger_message_id=last_user)
         usage = next((u for u in (m.get("usage"), response.get("usage")) if isinstance(u, dict)), {})
-        recorded = token_count(usage.get("prompt_tokens", usage.get("input_tokens")))
-        problem = unreadable_counts(usage, ("prompt_tokens", "input_tokens"))
+        key = "prompt_tokens" if "prompt_tokens" in usage else "input_tokens"
+        recorded = token_count(usage.get(key))
+        problem = unreadable_counts(usage, (key,))
         if problem is not None:
-            b.warn(f"{label}: usage {problem}, not a whole number of tokens; ignored")
+            b.warn(f"{label}: usage {problem}, not a whole number of tokens; the request's "
+                   "input is estimated")
         b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown,
                    extra_tags=tags or ())
         t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled

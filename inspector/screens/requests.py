@@ -30,7 +30,7 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from ingest.secrets import MASK_PREFIX
-from ingest.tags import times_unrecorded
+from ingest.tags import TIMES_UNRECORDED
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import assembly_content
@@ -320,6 +320,14 @@ class RequestsScreen(Screen[None]):
         tables = self.query("#requests-table").results(DataTable)
         return next(iter(tables), None)
 
+    def _made_up_times(self) -> int:
+        """How many loaded requests have made-up times (their log records none)."""
+        if self._display is None or "tags" not in self._display.column_names:
+            return 0
+        # the shown tags, joined by ", "
+        hits = pc.match_substring(pc.fill_null(self._display["tags"], ""), TIMES_UNRECORDED)
+        return int(pc.sum(hits.cast(pa.int64())).as_py() or 0)
+
     def _update_status(self) -> None:
         q = self.query_state
         loaded = self._display.num_rows if self._display is not None else 0
@@ -330,11 +338,13 @@ class RequestsScreen(Screen[None]):
             # the list drops what every id shares: say what, so an id can be typed whole
             # (``contextlens show <prefix>r3<suffix>``); short, it stays on a 160-column line
             parts.append(f"ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}")
-        if (self._display is not None and "tags" in self._display.column_names
-                and self._display.num_rows  # the shown tags, joined by ", "
-                and times_unrecorded(str(self._display["tags"][0].as_py() or "").split(", "))):
+        made_up = self._made_up_times()
+        if made_up:
             # made-up times must not read as when the requests were made
-            parts.append("times not recorded: shown from 2000-01-01 in the log's order")
+            parts.append("times not recorded: shown from 2000-01-01 in the log's order"
+                         if made_up == loaded else
+                         f"{made_up:,} of {loaded:,} loaded requests' times not recorded "
+                         "(shown from 2000-01-01)")
         if self._display is not None:
             for key in CONSTANT_ELSEWHERE:
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))

@@ -66,3 +66,24 @@ async def test_a_log_without_times_is_not_shown_as_made_in_2000(tmp_path: Path) 
         await settle(pilot)
         header = str(app.screen.query_one("#assembly-header").render())
         assert "time not recorded" in header and "2000-01-01" not in header
+
+
+@run_async
+async def test_a_store_with_and_without_times_counts_the_made_up_ones(tmp_path: Path) -> None:
+    from support import swe_trajectory
+
+    db = tmp_path / "s.duckdb"
+    ingest(adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "untimed").export_dir, db)
+    timed = Path(__file__).resolve().parents[1] / "adapter_fixtures" / "compaction.jsonl"
+    ingest(adapt(timed, tmp_path / "timed").export_dir, db)
+    made_up = sql(db, "select count(*) from context_assemblies "
+                      "where list_contains(tags, 'times:unrecorded')")[0][0]
+    total = sql(db, "select count(*) from context_assemblies")[0][0]
+    app = ContextLensApp(db_path=db)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await settle(pilot)
+        for _ in range(2):  # whichever end the sort puts them at
+            status = str(app.screen.query_one("#status").render())
+            assert (f"{made_up} of {total} loaded requests' times not recorded" in status), status
+            await pilot.press("s")
+            await settle(pilot)

@@ -421,3 +421,39 @@ def test_a_tau_bench_file_whose_every_task_failed_says_its_trajectories_are_empt
         adapt(path, tmp_path / "export")
     assert "every entry's messages/traj/history/conversation list is empty" in str(info.value)
     assert "EOF when reading a line" in str(info.value)
+
+
+def test_a_streamed_response_with_odd_usage_keeps_what_it_can_read() -> None:
+    from ingest.adapters.anthropic_messages import streamed_message
+    from ingest.adapters.claude_code import recorded_input
+
+    start = {"type": "message_start", "message": {"id": "m", "type": "message", "content": [],
+                                                  "usage": {"input_tokens": 4,
+                                                            "cache_creation_input_tokens": 12000}}}
+    # a delta leaving counts null keeps the start's (the SDK merges them so)
+    nulls = {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"input_tokens": None, "cache_creation_input_tokens": None, "output_tokens": 40}}
+    message = streamed_message(_sse(start, nulls))
+    assert recorded_input(message["usage"]) == 12004 and message["usage"]["output_tokens"] == 40
+    # a usage that is not an object is no usage; a data line nested too deep is skipped
+    odd = {**start, "message": {**start["message"], "usage": "n/a"}}
+    deep = "data: " + "[" * 100_000 + "\n\n"
+    message = streamed_message(_sse(odd, {"type": "message_delta", "delta": {"usage": "zz"},
+                                          "usage": {"output_tokens": 3}}) + deep)
+    assert message is not None and message["usage"] == {"output_tokens": 3}
+    assert recorded_input(message["usage"]) is None
+    # one unreadable part of the input count: not recorded at all (4 would be an undercount)
+    assert recorded_input({"input_tokens": 4, "cache_read_input_tokens": "12000"}) is None
+
+
+def test_a_tau2_simulation_without_messages_is_named(tmp_path: Path) -> None:
+    ok = {"task_id": "1", "messages": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": "hello", "cost": 0.01}]}
+    path = tmp_path / "tau2.json"
+    path.write_text(json.dumps({"info": {}, "tasks": [],
+                                "simulations": [ok, {"task_id": "2", "messages": []},
+                                                {"task_id": "3", "messages": None}]}))
+    res = adapt(path, tmp_path / "export")
+    assert [w for w in res.warnings if "no list of chat messages" in w] == [
+        "tau2.json simulations[1]: no list of chat messages, skipped",
+        "tau2.json simulations[2]: no list of chat messages, skipped"]

@@ -272,3 +272,35 @@ def test_a_task_call_refused_before_a_subagent_ran_is_not_a_missing_transcript(
     res = adapt(path, tmp_path / "export")
     missing = [w for w in res.warnings if "without a transcript" in w]
     assert len(missing) == 1 and "1 subagent call(s)" in missing[0], res.warnings
+
+
+def test_a_sidechain_belongs_to_the_task_call_that_ran_not_the_refused_one(tmp_path: Path) -> None:
+    """An older session keeps its subagent's lines in the main file (isSidechain) without an
+    agent id: they are matched to a Task call by prompt, and never to one the user refused."""
+    def task(uuid: str, parent: str, minute: int, req: str, use_id: str) -> dict[str, Any]:
+        return _assistant(uuid, parent, minute, req, {
+            "type": "tool_use", "id": use_id, "name": "Task",
+            "input": {"prompt": "look around", "subagent_type": "Explore"}})
+
+    refused = _line("user", "t1", "a1", 2, message={"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
+         "content": "The user doesn't want to proceed with this tool use."}]})
+    side = [_line("user", "s1", None, 4, isSidechain=True,
+                  message={"role": "user", "content": "look around"}),
+            dict(_assistant("s2", "s1", 5, "rs", {"type": "text", "text": "found main.py"}),
+                 isSidechain=True)]
+    ran = _result("t2", "a2", 6, "tu_2", "found main.py")
+    lines = [_line("user", "u0", None, 0, message={"role": "user", "content": "explore"}),
+             task("a1", "u0", 1, "r1", "tu_1"), refused, task("a2", "t1", 3, "r2", "tu_2"),
+             *side, ran, _assistant("a3", "t2", 7, "r3", {"type": "text", "text": "done"})]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    res = adapt(path, tmp_path / "export")
+    assert not [w for w in res.warnings if "without a transcript" in w], res.warnings
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    (parent,) = sql(db, "SELECT parent_model_run_id FROM model_runs "
+                        "WHERE parent_model_run_id IS NOT NULL")[0]
+    # the parent is the run that made the second Task call, the one answered without error
+    second = sql(db, "SELECT model_run_id FROM tool_calls WHERE status = 'succeeded'")
+    assert [(parent,)] == second

@@ -27,3 +27,11 @@ def test_only_digits_are_an_integer_value() -> None:
         assert int_tag([f"unattributed_tokens:{value}"], UNATTRIBUTED_TOKENS) is None
     # the first such tag decides, as tag_value reads it
     assert int_tag(["unattributed_tokens:x", "unattributed_tokens:5"], UNATTRIBUTED_TOKENS) is None
+
+
+def test_natural_order_of_untrusted_ids() -> None:
+    from ingest.text import natural_key
+
+    ids = ["m10", "m2", "m1²", "m1", "x", "12a", "٣"]
+    # numbers by value; a superscript or another script's digit is text (int() refuses it)
+    assert sorted(ids, key=natural_key) == ["12a", "m1", "m1²", "m2", "m10", "x", "٣"]
