@@ -48,7 +48,43 @@ def _is_message(d: Any) -> bool:
     return isinstance(d, dict) and isinstance(d.get("role"), str) and d["role"] in ROLES
 
 
+# marks an assistant message that a logged request was sent as history (a key no JSON holds)
+EARLIER = object()
+
+
+def _logged_exchange(d: Any) -> Any:
+    """A request log's entry ``{request: {model, messages, tools?}, response?: {model,
+    choices: [{message}], usage}}`` (a gateway's or proxy's log of one chat completions
+    call) as a conversation: the request's messages, then the answer, which carries the
+    response's usage and model. Anything else is returned as it is."""
+    if not isinstance(d, dict) or not isinstance(d.get("request"), dict):
+        return d
+    request = d["request"]
+    if isinstance(request.get("body"), dict) and not isinstance(request.get("messages"), list):
+        request = request["body"]
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not any(_is_message(m) for m in messages):
+        return d
+    response = d.get("response")
+    if isinstance(response, dict) and isinstance(response.get("body"), dict):
+        response = response["body"]
+    answer = None
+    if isinstance(response, dict) and isinstance(response.get("choices"), list):
+        first = response["choices"][0] if response["choices"] else None
+        message = first.get("message") if isinstance(first, dict) else None
+        if isinstance(message, dict):
+            answer = {"role": "assistant", **message,
+                      **{k: response[k] for k in ("usage", "model", "created") if k in response}}
+    # the answers before this call are its history: sent to it, made by earlier calls that
+    # other entries log (not requests of this one)
+    earlier = [{**m, EARLIER: True} if _is_message(m) and m["role"] == "assistant" else m
+               for m in messages]
+    return {**{k: v for k, v in d.items() if k not in ("request", "response")}, **request,
+            "messages": [*earlier, *([answer] if answer is not None else [])]}
+
+
 def _messages_of(d: Any) -> list[Any] | None:
+    d = _logged_exchange(d)
     if isinstance(d, dict):
         for k in HOLDERS:
             v = d.get(k)
@@ -60,6 +96,7 @@ def _messages_of(d: Any) -> list[Any] | None:
 def _conversations(values: Any) -> list[tuple[Any, list[Any], str]]:
     """(holder object or None, messages, where) per conversation found."""
     if isinstance(values, dict):
+        values = _logged_exchange(values)
         msgs = _messages_of(values)
         if msgs is None and isinstance(values.get("simulations"), list):
             # tau2-bench's results: {timestamp, info, tasks, simulations: [{messages, …}]};
@@ -77,7 +114,7 @@ def _conversations(values: Any) -> list[tuple[Any, list[Any], str]]:
     for i, v in enumerate(values):
         msgs = _messages_of(v)
         if msgs is not None:
-            out.append((v, msgs, f"entry {i}"))
+            out.append((_logged_exchange(v), msgs, f"entry {i}"))
     return out
 
 
@@ -365,8 +402,9 @@ def _one(
         if problem is not None:
             b.warn(f"{label}: usage {problem}, not a whole number of tokens; the request's "
                    "input is estimated")
-        b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead, shown_as=shown,
-                   extra_tags=tags or ())
+        if not m.get(EARLIER):  # an earlier call's answer: its run made it, unlogged here
+            b.assembly(rid, list(records), [], recorded, overhead_estimate=overhead,
+                       shown_as=shown, extra_tags=tags or ())
         t = t + dt.timedelta(microseconds=1)  # produced after the request was assembled
         records.append(
             b.message(cid, "assistant", text, t, participant_id=pid, model_run_id=rid,

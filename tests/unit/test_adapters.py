@@ -457,3 +457,37 @@ def test_a_tau2_simulation_without_messages_is_named(tmp_path: Path) -> None:
     assert [w for w in res.warnings if "no list of chat messages" in w] == [
         "tau2.json simulations[1]: no list of chat messages, skipped",
         "tau2.json simulations[2]: no list of chat messages, skipped"]
+
+
+def test_a_log_of_chat_completions_calls_is_one_request_per_call(tmp_path: Path) -> None:
+    """A gateway's log of OpenAI chat completions calls, {request: {model, messages},
+    response: {choices, usage}} per line: each line is one request (its answer with the
+    recorded usage); the answers it was sent as history are earlier calls', not requests."""
+    system = {"role": "system", "content": "You are helpful."}
+    ask = {"role": "user", "content": "Weather in Paris?"}
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "18C, cloudy"}
+    answer = {"role": "assistant", "content": "18C and cloudy in Paris."}
+
+    def exchange(messages: list, reply: dict, tokens: int, created: int) -> dict:
+        return {"request": {"model": "gpt-4o", "messages": messages},
+                "response": {"id": f"chatcmpl-{created}", "object": "chat.completion",
+                             "created": created, "model": "gpt-4o-2024-08-06",
+                             "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": tokens, "completion_tokens": 9}}}
+
+    path = tmp_path / "gateway.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in (
+        exchange([system, ask], call, 80, 1719000000),
+        exchange([system, ask, call, result], answer, 140, 1719000005))))
+    res = adapt(path, tmp_path / "export")
+    assert res.format == "openai-chat" and not res.warnings, res.warnings
+    db = tmp_path / "store.duckdb"
+    ingest(res.export_dir, db)
+    assert sql(db, "SELECT assembled_tokens, list_contains(tags, 'tokens:recorded') "
+                   "FROM context_assemblies ORDER BY assembled_at") == [(80, True), (140, True)]
+    # each line is a conversation of its own: the call the first answer made has its result
+    # in the second line only (where the call is history, answered)
+    assert sql(db, "SELECT status FROM tool_calls ORDER BY status") == [("pending",), ("succeeded",)]
