@@ -245,19 +245,25 @@ def test_omitted_records_are_listed_in_time_order_not_id_text_order(tmp_path: Pa
     assert users == [f"user: turn {i}" for i in range(12)]  # turn 10 after turn 9, not after 1
 
 
+def _task_call(uuid: str, parent: str, minute: int, req: str, use_id: str) -> dict[str, Any]:
+    """An assistant line calling Task (Explore, "look around")."""
+    return _assistant(uuid, parent, minute, req, {
+        "type": "tool_use", "id": use_id, "name": "Task",
+        "input": {"prompt": "look around", "subagent_type": "Explore"}})
+
+
+# the user refused Task call tu_1 (made by line a1): an error, no agent id
+_REFUSED = _line("user", "t1", "a1", 2, message={"role": "user", "content": [
+    {"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
+     "content": "The user doesn't want to proceed with this tool use."}]})
+
+
 def test_a_task_call_refused_before_a_subagent_ran_is_not_a_missing_transcript(
         tmp_path: Path) -> None:
     """A Task call the user refused (or interrupted before it started) is answered with an
     error and no agent id: no subagent ran, so none is missing. A Task call that ran and whose
     transcript is nowhere still says so."""
-    def task(uuid: str, parent: str, minute: int, req: str, use_id: str) -> dict[str, Any]:
-        return _assistant(uuid, parent, minute, req, {
-            "type": "tool_use", "id": use_id, "name": "Task",
-            "input": {"prompt": "look around", "subagent_type": "Explore"}})
-
-    refused = _line("user", "t1", "a1", 2, message={"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
-         "content": "The user doesn't want to proceed with this tool use."}]})
+    task, refused = _task_call, _REFUSED
     ran = _line("user", "t2", "a2", 4, toolUseResult={"agentId": "a0c1d2e", "status": "completed"},
                 message={"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "tu_2", "content": "found it"}]})
@@ -277,14 +283,7 @@ def test_a_task_call_refused_before_a_subagent_ran_is_not_a_missing_transcript(
 def test_a_sidechain_belongs_to_the_task_call_that_ran_not_the_refused_one(tmp_path: Path) -> None:
     """An older session keeps its subagent's lines in the main file (isSidechain) without an
     agent id: they are matched to a Task call by prompt, and never to one the user refused."""
-    def task(uuid: str, parent: str, minute: int, req: str, use_id: str) -> dict[str, Any]:
-        return _assistant(uuid, parent, minute, req, {
-            "type": "tool_use", "id": use_id, "name": "Task",
-            "input": {"prompt": "look around", "subagent_type": "Explore"}})
-
-    refused = _line("user", "t1", "a1", 2, message={"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "tu_1", "is_error": True,
-         "content": "The user doesn't want to proceed with this tool use."}]})
+    task, refused = _task_call, _REFUSED
     side = [_line("user", "s1", None, 4, isSidechain=True,
                   message={"role": "user", "content": "look around"}),
             dict(_assistant("s2", "s1", 5, "rs", {"type": "text", "text": "found main.py"}),
