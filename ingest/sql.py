@@ -25,8 +25,19 @@ def scratch_connection() -> duckdb.DuckDBPyConnection:
     comparisons): made once per thread, since a connection is not shared between threads."""
     con = getattr(_local, "con", None)
     if con is None:
-        con = _local.con = session(duckdb.connect())
+        con = _local.con = open_duckdb()
     return con
+
+
+# A file handed to us may be another database (SQLite, Postgres dump…): opening it must not
+# make DuckDB fetch and load an extension from the network to read it
+CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def open_duckdb(path: str = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection as every one of ours is: no extension fetched or loaded on its
+    own, and ``session``'s settings."""
+    return session(duckdb.connect(path, read_only=read_only, config=CONFIG))
 
 
 def session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -29,7 +29,7 @@ from .contract import ENUMS, TABLES, Table
 from .errors import ContextlensError
 from .exportdir import ExportLayout, check_manifest, read_layout, start_hashing
 from .loadtables import create_or_insert, resolve_types, select_list
-from .sql import fetch_one, one_line_error, q, session, show_value, sql_str
+from .sql import fetch_one, one_line_error, open_duckdb, q, show_value, sql_str
 
 Progress = Callable[[str, int, int], None]
 
@@ -444,7 +444,7 @@ def validate_export(export_dir: str | os.PathLike[str], progress: Progress | Non
     """Validate an export without writing a store (loads it into an in-memory DuckDB)."""
     layout = read_layout(export_dir)
     export_id = layout.manifest.export_id
-    con = session(duckdb.connect())
+    con = open_duckdb()
     try:
         resolve_types(con, layout)
         total = len(layout.tables) + CHECK_STEPS

@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from ingest.errors import ContextlensError
 from ingest.exportdir import ExportLayout, read_layout
 from ingest.loadtables import resolve_types, select_list
-from ingest.sql import one_line_error, q, session, show_value
+from ingest.sql import one_line_error, open_duckdb, q, show_value
 
 from .assembler import get_assembler
 from .compare import (RECORDED, TOP, Comparison, compare_partition, tally_in_recording)
@@ -144,7 +144,7 @@ class _Export:
 def _open_exports(paths: Sequence[str | Path]) -> list[_Export]:
     exports: list[_Export] = []
     seen: dict[str, Path] = {}
-    con = session(duckdb.connect())
+    con = open_duckdb()
     try:
         for folder in find_exports(paths):
             layout = read_layout(folder)
@@ -262,7 +262,7 @@ def partition_store(export: _Export, conversation_ids: Sequence[str],
     # the store's own DDL for its request summary (built at ingest from the same tables)
     from ingest.store.loading import _SUMMARY_DDL, _SUMMARY_INSERT
 
-    con = session(duckdb.connect())
+    con = open_duckdb()
     con.execute(f"SET threads = {int(threads)}")
     ids = list(conversation_ids)
     for name, condition in _MEMBERSHIP:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..contract import TABLES
 from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
-from ..sql import one_line_error as _one_line, q, registered, session
+from ..sql import one_line_error as _one_line, open_duckdb, q, registered, session
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 
@@ -30,7 +30,7 @@ STORE_VERSION = "1"
 
 
 def connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    return session(duckdb.connect(str(path), read_only=read_only))
+    return open_duckdb(str(path), read_only=read_only)
 
 
 def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -157,3 +157,20 @@ def test_an_app_that_ends_on_an_error_is_not_a_success(capsys, monkeypatch) -> N
     monkeypatch.setattr(ContextLensApp, "run", crash)
     code, _out, _err = run(capsys, "open")
     assert code == 1
+
+
+def test_a_sqlite_file_named_as_the_store_is_refused_without_fetching_anything(
+        capsys, tmp_path: Path) -> None:
+    """DuckDB reads a SQLite file through an extension it would download: a file handed to
+    us never makes it go to the network (nor load anything on its own)."""
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (a)")
+    before = db.read_bytes()
+    fixture = Path(__file__).resolve().parents[1] / "adapter_fixtures" / "compaction.jsonl"
+    code, _out, err = run(capsys, "ingest", str(fixture), "--db", str(db))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "not a contextlens store" in err and "http" not in err and "download" not in err.lower()
+    assert db.read_bytes() == before
