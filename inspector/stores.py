@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import os
 from pathlib import Path
 from typing import Callable
@@ -31,6 +32,14 @@ def code_key() -> str:
     for f in sorted(root.rglob("*.py")):
         digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def cache_name(name: str) -> str:
+    """A user's file name made safe as part of a cache file's name: letters, digits, dot,
+    dash and underscore kept, anything else (a backslash DuckDB reads as a folder
+    separator, an escape sequence, a newline) an underscore; cut to 80 characters. The
+    hash beside it keeps names apart."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:80].lstrip(".") or "_"
 
 
 def cache_dir() -> Path:
@@ -63,7 +72,7 @@ def cached_store_for_export(export_dir: Path, progress: ProgressFn | None = None
         str(export_dir.resolve()).encode() + b"\0" + manifest.read_bytes() + b"\0"
         + code_key().encode()
     ).hexdigest()[:16]
-    db = cache_dir() / f"{export_dir.resolve().name}-{key}.duckdb"
+    db = cache_dir() / f"{cache_name(export_dir.resolve().name)}-{key}.duckdb"
     if not db.exists():
         ingest(export_dir, db, progress=progress)
     return db
@@ -101,7 +110,7 @@ def export_for(path: Path, fmt: str | None = None, warn: WarnFn | None = None) -
     key = hashlib.sha256(
         f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{fmt}\0{code_key()}".encode()
     ).hexdigest()[:16]
-    out = cache_dir() / "transcripts" / f"{path.name}-{key}"
+    out = cache_dir() / "transcripts" / f"{cache_name(path.name)}-{key}"
     if not (out / "manifest.json").exists():
         result = adapt(path, out, fmt)
         for w in result.warnings:

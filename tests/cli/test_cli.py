@@ -174,3 +174,21 @@ def test_a_sqlite_file_named_as_the_store_is_refused_without_fetching_anything(
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "not a contextlens store" in err and "http" not in err and "download" not in err.lower()
     assert db.read_bytes() == before
+
+
+def test_a_transcript_named_with_backslashes_and_escapes_is_cached_inside_the_cache(
+        capsys, tmp_path: Path, monkeypatch) -> None:
+    """DuckDB reads a backslash in a file name as a folder separator: a transcript named
+    '..\\..\\x.jsonl' put its cache store (and its scratch files) two folders up."""
+    cache = tmp_path / "a" / "b" / "cache"
+    monkeypatch.setenv("CONTEXTLENS_CACHE", str(cache))
+    fixture = Path(__file__).resolve().parents[1] / "adapter_fixtures" / "compaction.jsonl"
+    hostile = tmp_path / "in" / "..\\..\\esc\x1b[31m.jsonl"
+    hostile.parent.mkdir()
+    hostile.write_bytes(fixture.read_bytes())
+    code, out, err = run(capsys, "list", "--db", str(hostile))
+    assert code == 0, err
+    made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                  if p.is_file() and "esc" in p.name)
+    assert made and all(p.startswith(("a/b/cache/", "in/")) for p in made), made
+    assert all("\x1b" not in p and "\\" not in p for p in made if p.startswith("a/")), made
