@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as err:
+        # one line, as every other error: what is wrong, and where the usage is
+        where = err.ctx.command_path if err.ctx is not None else "contextlens"
+        click.echo(f"contextlens: error: {_said(err.format_message())} (see {where} --help)",
+                   err=True)
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

@@ -11,13 +11,16 @@ from typing import Any
 import click
 
 from ingest.errors import ContextlensError
-from ingest.text import visible_text
+from ingest.text import clip, one_line
 
 from ..console import progress_printer
 from ..stores import resolve_store
 
 
 _TYPED: list[str] = []  # the command line's arguments (main sets them)
+
+
+LONGEST_QUOTED = 400  # characters of an argument an error line quotes back (a path fits)
 
 
 def _said(message: str) -> str:
@@ -29,17 +32,20 @@ def _said(message: str) -> str:
 
     from ingest.secrets import mask_text
 
+    for arg in _TYPED:  # an argument quoted back is cut: a 100,000-character id is no line
+        if len(arg) > LONGEST_QUOTED and arg in message:
+            message = message.replace(arg, clip(arg, LONGEST_QUOTED))
     typed = {a for a in _TYPED if len(a) > 3 and not a.startswith("-")}
     typed |= {Path(a).name for a in typed if len(Path(a).name) > 3}
     keep = sorted((a for a in typed if a in message), key=len, reverse=True)
     if not keep:
-        return visible_text(mask_text(message))
+        return one_line(mask_text(message))
     pattern = re.compile("|".join(re.escape(a) for a in keep))
     parts, kept = pattern.split(message), pattern.findall(message)
     out = [mask_text(parts[0])]
     for path, part in zip(kept, parts[1:]):
         out += [path, mask_text(part)]
-    return visible_text("".join(out))
+    return one_line("".join(out))  # one line: a newline in a typed name is shown as ⏎
 
 
 def _warn(message: str) -> None:

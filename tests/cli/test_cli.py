@@ -192,3 +192,16 @@ def test_a_transcript_named_with_backslashes_and_escapes_is_cached_inside_the_ca
                   if p.is_file() and "esc" in p.name)
     assert made and all(p.startswith(("a/b/cache/", "in/")) for p in made), made
     assert all("\x1b" not in p and "\\" not in p for p in made if p.startswith("a/")), made
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "asm-001", "--bogus"], ["list", "--limit", "0"], ["verify", "--workers", "0"],
+    ["bogus"], ["show", "a\nb\x1b[31m"], ["show", "x" * 100_000],
+])
+def test_every_error_is_one_short_line(capsys, argv: list[str]) -> None:
+    """A usage error, a newline in an argument, a 100,000-character id: one line, the
+    argument escaped and cut, exit 2."""
+    code, _out, err = run(capsys, *argv)
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("contextlens: error: "), err
+    assert "\x1b" not in err and len(err) < 1000, err[:300]
