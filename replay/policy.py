@@ -61,13 +61,14 @@ _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 class WindowPolicy(BaseModel):
     model_config = _STRICT
-    max_messages: int = Field(default=12, ge=0)
+    max_messages: int = Field(default=12, ge=0, le=10**9)
 
 
 class BudgetPolicy(BaseModel):
     model_config = _STRICT
-    token_budget: int = Field(default=4000, ge=0)
-    reserve_tokens: int = Field(default=500, ge=0)
+    # bounded so every count fits the engine's 64-bit columns
+    token_budget: int = Field(default=4000, ge=0, le=10**12)
+    reserve_tokens: int = Field(default=500, ge=0, le=10**12)
 
 
 class BranchPolicy(BaseModel):
@@ -121,11 +122,12 @@ class FreshnessPolicy(BaseModel):
     """Windows in hours per freshness class; ``None`` (absent) means never stale."""
 
     model_config = _STRICT
-    volatile: int | None = Field(default=6, ge=0)
-    session: int | None = Field(default=24, ge=0)
-    bounded: int | None = Field(default=72, ge=0)
-    durable: int | None = Field(default=None, ge=0)
-    permanent: int | None = Field(default=None, ge=0)
+    # hours, at most about a thousand years (a time window Python's dates can add)
+    volatile: int | None = Field(default=6, ge=0, le=10**7)
+    session: int | None = Field(default=24, ge=0, le=10**7)
+    bounded: int | None = Field(default=72, ge=0, le=10**7)
+    durable: int | None = Field(default=None, ge=0, le=10**7)
+    permanent: int | None = Field(default=None, ge=0, le=10**7)
     stale_action: Literal["mark", "omit"] = "omit"
     broken_provenance: Literal["mark", "omit"] = "omit"
 
@@ -151,7 +153,7 @@ class RecoveryPolicy(BaseModel):
 
 class RehydrationPolicy(BaseModel):
     model_config = _STRICT
-    byte_budget: int = Field(default=65536, ge=0)
+    byte_budget: int = Field(default=65536, ge=0, le=10**12)
     trigger: Literal["exact_evidence", "never"] = "exact_evidence"
 
 
@@ -390,6 +392,8 @@ def _problem(err: dict[str, Any]) -> str:
         return f"expected one of {expected}, got {_shown(got)}"
     if kind == "greater_than_equal":
         return f"must be >= {(err.get('ctx') or {}).get('ge')}, got {_shown(got)}"
+    if kind == "less_than_equal":
+        return f"must be <= {(err.get('ctx') or {}).get('le'):,}, got {_shown(got)}"
     if kind == "value_error" and (err.get("ctx") or {}).get("error") is not None:
         return str(err["ctx"]["error"])
     return f"{err.get('msg', 'invalid value')}, got {_shown(got)}"
@@ -450,6 +454,8 @@ class PolicyRegistry:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise ContextlensError(f"{file}: invalid TOML: {err}") from None
+        except RecursionError:
+            raise ContextlensError(f"{file}: invalid TOML: nested too deeply") from None
         version = raw.get("version")
         if version is None:
             raise ContextlensError(f"{file}: key version: missing key")
@@ -562,7 +568,7 @@ class PolicyRegistry:
             loaded[node.stem] = node
             try:
                 raw = tomllib.loads(node.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
                 break  # _parse below reports it with the file name
             parent = raw.get("extends")
             sibling = node.parent / f"{parent}.toml" if isinstance(parent, str) else None

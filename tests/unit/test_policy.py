@@ -115,6 +115,11 @@ def test_wrong_type_names_file_key_and_value(tmp_path: Path) -> None:
     ("branch", 'lineage_only = "yes"', "expected true or false, got 'yes'"),
     ("recovery", 'protected_states = ["pending", "lost"]', "got 'lost'"),
     ("window", "max_messages = true", "expected an integer, got true"),
+    # bounded: a count past 64 bits, or a window past Python's dates, failed later, exit 1
+    ("budget", "token_budget = 99999999999999999999999999",
+     "must be <= 1,000,000,000,000, got 99999999999999999999999999"),
+    ("freshness", "volatile = 9223372036854775807", "must be <= 10,000,000, got"),
+    ("rehydration", "byte_budget = 10000000000000", "must be <= 1,000,000,000,000"),
 ])
 def test_bad_values_are_named(tmp_path: Path, table: str, line: str, problem: str) -> None:
     write(tmp_path, "v1", f'version = "v1"\ndescription = "x"\n[{table}]\n{line}\n')
@@ -244,3 +249,8 @@ def test_a_bad_policy_file_given_by_path_is_named(tmp_path: Path) -> None:
     write(tmp_path, "v8", 'version = "v8"\nextends = "v0"\ndescription = "x"\n')
     with pytest.raises(ContextlensError, match=r"v8.toml: key extends: extends unknown version 'v0'"):
         reg.resolve(str(tmp_path / "v8.toml"))
+
+
+def test_a_policy_nested_too_deeply_is_named(tmp_path: Path) -> None:
+    write(tmp_path, "v1", 'version = "v1"\ndescription = "x"\nx = ' + "[" * 5000 + "]" * 5000 + "\n")
+    assert error_of(tmp_path) == f"{tmp_path.name}/v1.toml: invalid TOML: nested too deeply"
