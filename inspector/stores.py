@@ -132,6 +132,7 @@ def resolve_store(
     from ingest.adapters.files import require_regular_file
 
     p = Path(path)
+    str(p).encode("utf-8")  # a name that is not UTF-8 is named now, not by DuckDB's bad_cast
     if not p.exists():
         raise ContextlensError(f"{p}: no such file or folder")
     if not p.is_dir():

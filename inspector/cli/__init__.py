@@ -69,6 +69,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:  # a bug of ours: still one line, the traceback on request
+        if isinstance(err, UnicodeEncodeError) and "surrogates not allowed" in str(err):
+            # a name given that is not UTF-8 (Python keeps its bytes as surrogates, which
+            # no file or DuckDB path takes): the user's to rename, not a bug
+            shown = str(err.object[err.start:err.end]).encode("utf-8", "surrogateescape")
+            click.echo("contextlens: error: a file or folder name that is not valid UTF-8 "
+                       f"(byte {shown.hex()}): rename it", err=True)
+            sys.exit(2)
         if os.environ.get("CONTEXTLENS_DEBUG"):
             raise
         click.echo(

@@ -205,3 +205,17 @@ def test_every_error_is_one_short_line(capsys, argv: list[str]) -> None:
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("contextlens: error: "), err
     assert "\x1b" not in err and len(err) < 1000, err[:300]
+
+
+def test_a_file_name_that_is_not_utf8_is_named_not_an_internal_error(
+        capsys, tmp_path: Path) -> None:
+    import os
+
+    fixture = Path(__file__).resolve().parents[1] / "adapter_fixtures" / "compaction.jsonl"
+    name = os.fsdecode(bytes(tmp_path / "tt") + b"\xff.jsonl")
+    Path(name).write_bytes(fixture.read_bytes())
+    for argv in (["list", "--db", name], ["compare", "v4", "v5", "--out", name + ".parquet"]):
+        code, _out, err = run(capsys, *argv)
+        assert code == 2, err
+        assert err.strip() == ("contextlens: error: a file or folder name that is not valid "
+                               "UTF-8 (byte ff): rename it"), err
