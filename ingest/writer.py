@@ -140,6 +140,9 @@ class ExportWriter:
         overwrite: bool = False,
     ) -> None:
         self.out_dir = Path(out_dir)
+        if self.out_dir.is_symlink() or (self.out_dir.exists() and not self.out_dir.is_dir()):
+            # never written through a link, nor over a file
+            raise ContextlensError(f"{self.out_dir}: exists and is not a folder")
         if self.out_dir.exists() and any(self.out_dir.iterdir()) and not overwrite:
             raise ContextlensError(f"{self.out_dir}: folder exists and is not empty")
         self.export_id = export_id
@@ -206,9 +209,13 @@ class ExportWriter:
         (self.tmp / "manifest.json").write_text(
             json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
-        if self.out_dir.exists():
-            shutil.rmtree(self.out_dir)
-        self.tmp.rename(self.out_dir)
+        try:
+            if self.out_dir.exists():
+                shutil.rmtree(self.out_dir)
+            self.tmp.rename(self.out_dir)
+        except OSError as err:
+            self.abort()  # whole or not at all: no half-written folder left beside it
+            raise ContextlensError(f"cannot write {self.out_dir}: {err.strerror or err}") from None
         self._closed = True
         return self.out_dir
 

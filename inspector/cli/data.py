@@ -147,10 +147,21 @@ def bundle(assembly_id: str, out_dir: Path, policy_version: str | None, force: b
 @click.option("--scale", type=click.IntRange(min=1), default=None, help="Write N synthetic assemblies instead of the stories.")
 @click.option("--drift", type=click.FloatRange(0.0, 1.0), default=None, metavar="FRACTION",
               help="With --scale: the fraction of assemblies recorded with drift on purpose (default 0.01).")
-def sample(out_dir: Path, seed: int, scale: int | None, drift: float | None) -> None:
+@click.option("--force", is_flag=True, help="Replace what the --out folder holds.")
+def sample(out_dir: Path, seed: int, scale: int | None, drift: float | None, force: bool) -> None:
     """Write the sample export (the stories), or a large synthetic one with --scale whose
     recorded rows are the reference assembler's, a known fraction drifted on purpose."""
+    import math
+
     from replay.sample_export import DEFAULT_DRIFT, write_sample, write_scale
+
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ContextlensError(f"{out_dir}: exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        # as bundle and compare --out: what is there is not replaced unless asked
+        raise ContextlensError(f"{out_dir}: folder exists and is not empty (--force replaces it)")
+    if drift is not None and math.isnan(drift):
+        raise ContextlensError("--drift must be a fraction between 0 and 1, not nan")
 
     if scale is None:
         if drift is not None:
