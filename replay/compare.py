@@ -450,7 +450,7 @@ class ParquetOut:
         self.path = Path(path)
         if self.path.is_dir():
             raise ContextlensError(f"{self.path}: is a folder, not a Parquet file to write")
-        if self.path.exists() and not force:
+        if (self.path.exists() or self.path.is_symlink()) and not force:  # a dangling link too
             raise ContextlensError(f"{self.path}: already exists (use --force to replace it)")
         folder = self.path.parent
         if not folder.is_dir():

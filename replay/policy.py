@@ -290,6 +290,9 @@ def parse_runtime(version: str) -> RuntimePolicy:
     for part in [p for p in rest.split(",") if p.strip()] if rest else []:
         key, eq, raw = part.partition("=")
         key, raw = key.strip(), raw.strip()
+        if not eq and key in keys:
+            raise ContextlensError(f"runtime policy '{version}': {key} needs a value "
+                                   f"({family}:{key}=VALUE)")
         if not eq or key not in keys:
             known = ", ".join(keys) or "none"
             raise ContextlensError(f"runtime policy '{version}': unknown key '{key}' "

@@ -219,3 +219,16 @@ def test_a_file_name_that_is_not_utf8_is_named_not_an_internal_error(
         assert code == 2, err
         assert err.strip() == ("contextlens: error: a file or folder name that is not valid "
                                "UTF-8 (byte ff): rename it"), err
+
+
+def test_a_runtime_key_without_a_value_says_so(capsys) -> None:
+    code, _out, err = run(capsys, "replay", "asm-035", "--policy", "claude-code:compaction")
+    assert code == 2 and "compaction needs a value (claude-code:compaction=VALUE)" in err, err
+
+
+def test_compare_out_does_not_replace_a_dangling_link_unless_forced(capsys, tmp_path: Path) -> None:
+    link = tmp_path / "rows.parquet"
+    link.symlink_to(tmp_path / "nowhere" / "x.parquet")
+    code, _out, err = run(capsys, "compare", "v4", "v5", "--out", str(link))
+    assert code == 2 and "already exists (use --force to replace it)" in err, err
+    assert link.is_symlink()
