@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
+
+from ingest.sql import open_duckdb
 
 
 def sql(db: Path, q: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
+    # opened as the store's own connections are (one configuration per file in a process)
+    con = open_duckdb(str(db), read_only=True)
     try:
         return con.sql(q).fetchall()
     finally:
