@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from ingest.contract import RECORD_TABLES
+
 from ..console import (
     JsonResults, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, vis,
@@ -83,7 +85,8 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
               help="The version to start from (default: the registry's first).")
 @click.option("--bad", default=None, metavar="V2",
               help="The version whose state is the bad one (default: the recorded version).")
-@click.option("--kind", "record_kind", default=None, metavar="KIND",
+@click.option("--kind", "record_kind", default=None,
+              type=click.Choice(tuple(RECORD_TABLES)),  # the contract's record kinds
               help="The record's kind, when records of two kinds share the id.")
 @db_option
 @policies_option

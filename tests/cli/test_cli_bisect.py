@@ -107,3 +107,11 @@ def test_bad_input_through_a_real_process(sample_db: Path, tmp_path: Path) -> No
     assert proc.stdout == ""
     assert proc.stderr.strip() == ("contextlens: error: --good v6 comes after --bad v5 in the "
                                    "registry order (v1, v2, v3, v4, v5, v6)")
+
+
+def test_an_unknown_kind_is_named_with_the_known_ones(capsys) -> None:
+    # it said "[red]x 'mem-020' is not in assembly 'asm-035'", as if the record were missing
+    code, _out, err = run(capsys, "bisect", "asm-035", "mem-020", "--kind", "[red]x")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "Invalid value for '--kind': '[red]x' is not one of 'message'," in err
+    assert "is not in assembly" not in err
