@@ -13,9 +13,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.worker import get_current_worker
 
 from .commands import ContextLensCommands
 from .screens.assembly import AssemblyScreen
@@ -26,6 +28,7 @@ from .widgets.reveal import ConfirmReveal
 from .widgets.safe import one_line, set_escapes_shown
 
 if TYPE_CHECKING:
+    from ingest.follow import Follower
     from ingest.store import Store
     from readmodel import ReadModel
 
@@ -39,6 +42,7 @@ def key_owners() -> list[tuple[str, Any]]:
     from .screens.diff import DiffScreen
     from .screens.lint import LintScreen
     from .screens.replay import PolicyPicker
+    from .screens.sessions import SessionsScreen
     from .screens.verify import VerifyScreen
     from .widgets.record_panel import ProvenanceList, RecordPanel
 
@@ -57,11 +61,21 @@ def key_owners() -> list[tuple[str, Any]]:
         ("Compare", CompareScreen),
         ("Conversation", ConversationScreen),
         ("Lint and safety findings (command palette)", LintScreen),
+        ("Agent sessions on this machine (command palette, contextlens --sessions)",
+         SessionsScreen),
         ("Reveal confirmation", ConfirmReveal),
     ]
 
 
 _REVEAL_OR_MASK = "Reveal restricted content (asks first) / mask it again"
+
+
+def update_time() -> str:
+    """The wall-clock time of a follow update, for the status line (local time: it says
+    when the screen last changed, not when anything was recorded)."""
+    import time
+
+    return time.strftime("%H:%M:%S")
 
 
 class ContextLensApp(App[None]):
@@ -98,9 +112,23 @@ class ContextLensApp(App[None]):
         policies_dir: Path | str | None = None,
         ray_exports: "list[Path] | None" = None,
         ray_address: str | None = None,
+        source_path: Path | None = None,
+        source_format: str | None = None,
+        follower: "Follower | None" = None,
+        open_sessions: bool = False,
     ) -> None:
         super().__init__()
         self.db_path = Path(db_path)
+        # The transcript the store was made from, when it was one: what F follows.
+        self.source_path = Path(source_path) if source_path is not None else None
+        self.source_format = source_format
+        # Following (open --follow, or F): each update of the followed file is a new store
+        # file, one generation more; workers move to it at their next question
+        self.follower = follower
+        self.follow_note = ""  # what the request list's status line says of following
+        self._follow_wake = threading.Event()
+        self._generation = 0
+        self._store_files: dict[int, Path] = {0: self.db_path}
         # compare runs on Ray over these Parquet exports (``open --engine ray``), else on
         # the store in this process
         self.ray_exports = list(ray_exports) if ray_exports else None
@@ -112,10 +140,12 @@ class ContextLensApp(App[None]):
         self._policies: Any = None
         self._policies_lock = threading.Lock()
         self.initial_assembly = initial_assembly
+        self.sessions_first = open_sessions  # contextlens --sessions: that screen first
         self.set_reactive(ContextLensApp.reveal, reveal)
+        self.follow_updates = 0  # stores taken from the followed file since the start
         set_escapes_shown(False)  # the module's mode follows this app's (one app per process)
         self._local = threading.local()
-        self._stores: list[Store] = []
+        self._stores: dict[int, Store] = {}  # the root store of each generation opened
         self._stores_lock = threading.Lock()
         from readmodel import AnswerCache
 
@@ -135,18 +165,23 @@ class ContextLensApp(App[None]):
         each worker thread gets its own cursor on it (a worker is a new thread, and opening
         the file per worker cost more than a whole assembly's queries)."""
         store = getattr(self._local, "store", None)
-        if store is None:
+        if store is None or getattr(self._local, "generation", None) != self._generation:
             with self._stores_lock:
-                if not self._stores:
+                generation = self._generation
+                root = self._stores.get(generation)
+                if root is None:
                     from ingest.store import Store
 
-                    self._stores.append(Store.open(self.db_path, read_only=True))
-                root = self._stores[0]
+                    root = self._stores[generation] = Store.open(
+                        self._store_files[generation], read_only=True)
             store = self._local.store = root.cursor()
+            self._local.generation = generation
+            self._local.answers = None
         return store
 
     def answers(self) -> "ReadModel":
         """The read model over this thread's store. Call from workers only."""
+        self.store()  # a thread whose store was replaced (follow) gets the new one first
         model = getattr(self._local, "answers", None)
         if model is None:
             from readmodel import ReadModel
@@ -206,14 +241,161 @@ class ContextLensApp(App[None]):
                 self._policies = load_registry(self.policies_dir)
             return self._policies
 
-    def _close_stores(self) -> None:
+    def _close_stores(self, keep_from: int | None = None) -> list[Path]:
+        """Close the root stores of the generations before ``keep_from`` (all of them when
+        None); the files of those generations, forgotten, are returned."""
         with self._stores_lock:
-            stores, self._stores = self._stores, []
+            old = [g for g in self._store_files if keep_from is None or g < keep_from]
+            stores = [self._stores.pop(g) for g in old if g in self._stores]
+            files = [self._store_files.pop(g) for g in old]
         for store in stores:
             try:
                 store.close()
             except Exception:  # noqa: BLE001 - closing on exit must not mask the exit
                 pass
+        return files
+
+    # ------------------------------------------------------------------ switching stores
+
+    def switch_store(self, db_path: Path, label: str | None = None) -> None:
+        """Show another store (a followed file's update, a session opened from the
+        sessions screen): workers take it at their next question, cached answers of the
+        old one are dropped, and the request list reloads keeping its filter, sort and the
+        request under its cursor. Call from the UI thread."""
+        from readmodel import AnswerCache
+
+        with self._stores_lock:
+            self._generation += 1
+            self._store_files[self._generation] = Path(db_path)
+            self.db_path = Path(db_path)
+        self.replays = AnswerCache()
+        self.views = AnswerCache(size=8)
+        self.contents = AnswerCache(size=8)
+        if label is not None:
+            self.source_label = label
+            self._update_sub_title()
+        screen = self.list_screen()
+        if screen is not None and screen.is_mounted:
+            screen.refresh_rows()
+        self._retire_stores()
+
+    def _retire_stores(self) -> None:
+        """Close the stores of generations before the last two once no worker that may
+        still read them runs (a compare's processes open the store by its path); a
+        followed file's old store files are removed."""
+        if any(w.is_running and w.group != "follow" for w in self.workers):
+            return
+        for path in self._close_stores(keep_from=self._generation - 1):
+            if self.follower is not None and path.parent == self.follower.work_dir:
+                self.follower.retire(path)
+
+    def open_source(self, path: Path, fmt: str | None = None) -> None:
+        """Open the transcript or export at ``path`` in place of the current store: it is
+        adapted and ingested (once; cached) in a worker, then shown in the request list."""
+        self.notify(f"Opening {one_line(Path(path).name, 60)}…")
+        self._open_source(Path(path), fmt)
+
+    @work(thread=True, exclusive=True, group="open-source")
+    def _open_source(self, path: Path, fmt: str | None) -> None:
+        from ingest.errors import ContextlensError
+
+        from .stores import resolve_store
+
+        try:
+            db = resolve_store(path, fmt=fmt)
+        except ContextlensError as err:
+            self.call_from_thread(self.notify, one_line(str(err), 300), severity="error",
+                                  title="Cannot open")
+            return
+        self.call_from_thread(self._opened_source, path, fmt, db)
+
+    def _opened_source(self, path: Path, fmt: str | None, db: Path) -> None:
+        self.stop_following()
+        self.source_path, self.source_format = path, fmt
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        screen = self.list_screen()
+        if screen is not None:
+            screen._source_named = False  # the header names the new source once read
+        self.switch_store(db, label=path.name)
+
+    # ------------------------------------------------------------------ following
+
+    def start_following(self) -> None:
+        """Keep the store in step with the transcript it was made from (F, or --follow)."""
+        if self.follower is None:
+            if self.source_path is None:
+                self.notify("Nothing to follow: the app was opened on a store or an export, "
+                            "not a transcript file.", severity="warning")
+                return
+            from ingest.follow import Follower
+
+            from .stores import cache_name, follow_dir
+
+            self.follower = Follower(self.source_path, follow_dir(self.source_path),
+                                     self.source_format, name=cache_name(self.source_path.name))
+        self.follow_note = f"following {self.follower.path.name}"
+        self._follow_wake.clear()
+        self._follow_loop()
+        self._follow_noted()
+
+    def stop_following(self) -> None:
+        for worker in self.workers:
+            if worker.group == "follow":
+                worker.cancel()
+        self._follow_wake.set()
+        if self.follow_note:
+            self.follow_note = ""
+            self._follow_noted()
+
+    @property
+    def following(self) -> bool:
+        return any(w.group == "follow" and w.is_running for w in self.workers)
+
+    def action_toggle_follow(self) -> None:
+        if self.following:
+            self.stop_following()
+            self.notify("Stopped following.")
+        else:
+            self.start_following()
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow_loop(self) -> None:
+        from ingest.errors import ContextlensError
+        from ingest.follow import POLL_SECONDS
+
+        worker = get_current_worker()
+        follower = self.follower
+        assert follower is not None
+        failed = ""
+        while not worker.is_cancelled:
+            try:
+                update = follower.update()
+            except ContextlensError as err:
+                if str(err) != failed:  # said once, not at every look
+                    failed = str(err)
+                    self.call_from_thread(self._follow_failed, failed)
+                update = None
+            if update is not None and not worker.is_cancelled:
+                failed = ""
+                self.call_from_thread(self._followed, update)
+            self._follow_wake.wait(POLL_SECONDS)
+
+    def _followed(self, update: Any) -> None:
+        at = update_time()
+        again = " (read again: the file was truncated or replaced)" if update.reset else ""
+        self.follow_note = f"following {self.follower.path.name} · updated {at}{again}"  # type: ignore[union-attr]
+        self.follow_updates += 1
+        self.switch_store(update.store)
+
+    def _follow_failed(self, error: str) -> None:
+        self.follow_note = f"following {self.follower.path.name} · waiting: {error}"  # type: ignore[union-attr]
+        self._follow_noted()
+
+    def _follow_noted(self) -> None:
+        screen = self.list_screen()
+        if screen is not None and screen.is_mounted:
+            screen.follow_noted()
 
     # ------------------------------------------------------------------ screens
 
@@ -227,10 +409,17 @@ class ContextLensApp(App[None]):
         gc.freeze()
         if self.initial_assembly:
             self.open_assembly(self.initial_assembly)
+        if self.sessions_first:
+            self.open_sessions()
+        if self.follower is not None:
+            self.start_following()
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # what the app held can be collected again once it is gone
-        self._close_stores()
+        self.stop_following()
+        for path in self._close_stores():
+            if self.follower is not None and path.parent == self.follower.work_dir:
+                self.follower.retire(path)  # a followed file's stores are the app's own
         self._stop_ray()
 
     def open_assembly(self, assembly_id: str) -> None:
@@ -313,6 +502,12 @@ class ContextLensApp(App[None]):
         from .screens.lint import LintScreen
 
         self.push_screen(LintScreen(rules, title))
+
+    def open_sessions(self) -> None:
+        """The agent sessions on this machine; enter on one opens it (``open_source``)."""
+        from .screens.sessions import SessionsScreen
+
+        self.push_screen(SessionsScreen())
 
     def list_screen(self) -> RequestsScreen | None:
         """The request list (the bottom of the screen stack)."""

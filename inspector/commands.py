@@ -120,6 +120,9 @@ class ContextLensCommands(Provider):
         yield Command("Lint: transcript pitfalls and safety findings",
                       "Every finding of `contextlens lint`; enter opens its request",
                       app.open_lint)
+        yield Command("Sessions: agent sessions on this machine",
+                      "Claude Code, Codex CLI, Gemini CLI… sessions, newest first; enter "
+                      "opens one", app.open_sessions)
         yield Command("Filter: incidents", f"The request list filtered by {INCIDENTS_FILTER}",
                       lambda: app.apply_list_filter(INCIDENTS_FILTER))
         yield Command("Filter: drifted requests (verify)",

@@ -51,6 +51,13 @@ def cache_dir() -> Path:
     return root
 
 
+def follow_dir(path: Path) -> Path:
+    """Where the stores of a followed transcript go: one folder per file (its name made
+    safe, and a hash of where it is), under the cache directory."""
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "follow" / f"{cache_name(Path(path).name)}-{key}"
+
+
 def bundled_export() -> Path:
     from sample_data import SAMPLE_DIR
 

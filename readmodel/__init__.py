@@ -12,6 +12,7 @@ from .masking import Masker, masked_placeholder
 from .model import RECORDED, AnswerCache, BisectNeedsStart, ReadModel, ReplayCache
 from .tokens import token_accounting
 from .records import record_content
+from .sessions import local_sessions
 from .results import (
     AssemblyView,
     BisectResult,
@@ -26,6 +27,8 @@ from .results import (
     RecordWhy,
     ReplayView,
     RequestPage,
+    SessionList,
+    SessionRow,
     TokenAccounting,
     TokenReportRow,
 )
@@ -55,9 +58,12 @@ __all__ = [
     "ReplayCache",
     "ReplayView",
     "RequestPage",
+    "SessionList",
+    "SessionRow",
     "TokenAccounting",
     "TokenReportRow",
     "VerifyResult",
+    "local_sessions",
     "masked_placeholder",
     "record_content",
     "token_accounting",

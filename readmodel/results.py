@@ -434,3 +434,42 @@ class CompareResult:
                 "affected": self.affected, "records": thawed(self.records),
                 "tokens": thawed(self.tokens), "most_changed": thawed(self.most_changed),
                 "out": self.out}
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One agent session on this machine (``readmodel.sessions.local_sessions``).
+
+    ``runtime`` is the adapter format that reads it and ``path`` the file to open; the
+    log's own text is masked unless revealed: ``project`` (the folder it ran in) and
+    ``first_prompt`` (one line, control characters escaped, cut to about 80 characters).
+    ``last_written`` is the newest modification time of its files, ``size`` their bytes;
+    ``requests`` is None where counting them was not cheap (``ingest.sessions``)."""
+
+    runtime: str
+    path: str
+    project: str | None
+    first_prompt: str | None
+    started: Any  # datetime.datetime | None (UTC)
+    last_written: Any  # datetime.datetime (UTC)
+    size: int
+    requests: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runtime": self.runtime, "path": self.path, "project": self.project,
+                "first_prompt": self.first_prompt,
+                "started": self.started.isoformat() if self.started else None,
+                "last_written": self.last_written.isoformat(), "size": self.size,
+                "requests": self.requests}
+
+
+@dataclass(frozen=True)
+class SessionList:
+    """The sessions found, newest first; ``looked_in`` names every place looked in
+    (``runtime: path``, those absent too), ``notes`` each file skipped and why, ``masked``
+    how many values were masked."""
+
+    rows: tuple[SessionRow, ...]
+    looked_in: tuple[str, ...]
+    notes: tuple[str, ...]
+    masked: int = 0

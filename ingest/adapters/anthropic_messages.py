@@ -30,7 +30,7 @@ from .claude_code import USAGE_INPUT_KEYS, recorded_input
 from .builder import AdaptResult, Builder, Placement, Rec
 from .common import EPOCH, as_text, blocks_text, canonical_json, parse_ts, unreadable_counts
 from .jsonread import iter_jsonl, loads_document
-from .files import Sample
+from .files import Sample, read_source
 from .tokens import TokenEstimator
 
 FORMAT = "anthropic-messages"
@@ -193,7 +193,7 @@ class _Conv:
 def adapt_anthropic_messages(
     path: Path, out_dir: Path, estimator: TokenEstimator | None = None
 ) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     try:
         values: Any = loads_document(path, data)

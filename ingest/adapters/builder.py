@@ -78,6 +78,28 @@ class Shown:
     tokens: int
 
 
+def source_identity(source: Path, data: bytes) -> bytes:
+    """What a transcript's export id and record ids are derived from.
+
+    A JSON-lines log (its first line one JSON object) grows by appending: its ids come from
+    its file name and first line, so the requests already read keep their ids as it grows,
+    a followed file (ingest/follow.py) stays equal to a one-shot ingest of the same bytes,
+    and ingesting the grown file again replaces the export instead of adding a second one.
+    The name keeps apart two logs that begin alike (a Codex fork copies its parent's lines).
+    Any other transcript (one JSON document, rewritten whole) is identified by its content.
+    """
+    end = data.find(b"\n")
+    first = data[:end].strip() if end > 0 else b""
+    if first.startswith(b"{") and first.endswith(b"}"):
+        try:
+            is_object = isinstance(json.loads(first), dict)
+        except (ValueError, RecursionError):
+            is_object = False
+        if is_object:
+            return source.name.encode("utf-8", "surrogateescape") + b"\0" + first
+    return data
+
+
 class Builder:
     """Collects one transcript's rows; ``write`` emits them with ExportWriter."""
 
@@ -91,7 +113,7 @@ class Builder:
         self.fmt = fmt
         self.source = source
         self.estimator = estimator or DEFAULT_ESTIMATOR
-        self.digest = short_hash(source_bytes, 12)
+        self.digest = short_hash(source_identity(source, source_bytes), 12)
         self.prefix = self.digest[:10]
         self.export_id = f"{fmt}-{self.digest}"
         self.rows: dict[str, list[dict[str, Any]]] = {}

@@ -49,7 +49,7 @@ from ..contract import CLEARED_PLACEHOLDER, sent_as
 from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, after, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .jsonread import iter_jsonl
-from .files import Sample
+from .files import Sample, read_source
 from .tokens import TokenEstimator
 
 FORMAT = "claude-code"
@@ -546,7 +546,7 @@ def _first_prompt(lines: list[tuple[int, Any]]) -> str:
 def adapt_claude_code(
     path: Path, out_dir: Path, estimator: TokenEstimator | None = None
 ) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     b.runtime = "claude-code"
     lines = list(iter_jsonl(path, data, b))
@@ -710,3 +710,12 @@ class ClaudeCodeAdapter:
 
     def adapt(self, path: Path, out_dir: Path, estimator: TokenEstimator) -> AdaptResult:
         return adapt_claude_code(path, out_dir, estimator)
+
+    def companions(self, path: Path) -> list[Path]:
+        """Files read beside the session that can change while it runs: its subagent
+        transcripts (both layouts of ``_subagent_files``), which a follower watches."""
+        folder = path.parent / path.stem / "subagents"
+        found = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+        if not path.name.startswith("agent-"):
+            found += sorted(path.parent.glob("agent-*.jsonl"))
+        return found

@@ -58,7 +58,7 @@ from typing import Any, Iterator
 
 from .builder import AdaptResult, Builder, Rec
 from .common import EPOCH, after, as_text, blocks_text, parse_ts, token_count, unreadable_counts
-from .files import Sample
+from .files import Sample, read_source
 from .jsonread import iter_jsonl, loads_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
@@ -660,7 +660,7 @@ def _models(lines: list[tuple[int, Any]]) -> Iterator[str | None]:
 
 
 def adapt_codex(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     b.runtime = "codex"  # the whole history since the last compaction (replay/runtimes.py)
     first = ts_rollout_lines(_document(path, data))

@@ -36,7 +36,7 @@ from typing import Any
 
 from .builder import AdaptResult, Builder, Rec
 from .common import EPOCH, as_text, parse_ts
-from .files import Sample
+from .files import Sample, read_source
 from .jsonread import iter_jsonl
 from .tokens import TokenEstimator
 
@@ -114,7 +114,7 @@ def _event(n: int, d: dict[str, Any], last: dt.datetime) -> Event:
 
 
 def adapt_esaa(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     events: list[Event] = []
     last = EPOCH

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,31 @@ def require_regular_file(path: Path, purpose: str = "") -> os.stat_result:
             f"{path}: {file_kind(st.st_mode)}, not a regular file; only regular files are read{why}"
         )
     return st
+
+
+_GIVEN = threading.local()
+
+
+@contextmanager
+def given_source(path: Path, data: bytes) -> Any:
+    """Within the block, :func:`read_source` of ``path`` in this thread is ``data``: a followed
+    file (ingest/follow.py) is read once, from where the last read stopped, and its adapter
+    is handed the complete lines read so far instead of opening the file again."""
+    previous = getattr(_GIVEN, "source", None)
+    _GIVEN.source = (Path(path), data)
+    try:
+        yield
+    finally:
+        _GIVEN.source = previous
+
+
+def read_source(path: Path) -> bytes:
+    """The bytes of the transcript ``path`` an adapter converts: what :func:`given_source`
+    holds for it, else the file's content."""
+    given = getattr(_GIVEN, "source", None)
+    if given is not None and given[0] == Path(path):
+        return given[1]
+    return Path(path).read_bytes()
 
 
 def read_head(path: Path) -> tuple[bytes, bool, bool]:

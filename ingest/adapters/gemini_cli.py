@@ -42,7 +42,7 @@ from typing import Any
 from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec
 from .common import EPOCH, as_text, parse_ts, parts_text
-from .files import Sample
+from .files import Sample, read_source
 from .jsonread import iter_jsonl, loads_document
 from .tokens import TokenEstimator
 
@@ -339,7 +339,7 @@ class _Session:
 
 
 def adapt_gemini_cli(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     meta, events = _events(path, data, b)
     s = _Session(b, path, meta)

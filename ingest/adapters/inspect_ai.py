@@ -53,7 +53,7 @@ from typing import Any, Callable, Iterator
 from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Placement, Rec
 from .common import EPOCH, after, as_text, parse_ts, parts_text
-from .files import Sample
+from .files import Sample, read_source
 from .jsonread import json_error, loads_document, read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
@@ -638,7 +638,7 @@ def _models(log: dict[str, Any], samples: list[Any]) -> list[str | None]:
 
 
 def adapt_inspect_ai(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     if data[:4] == b"PK\x03\x04":
         log, items = read_archive(path)
         samples = list(items)

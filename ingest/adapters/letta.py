@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import ContextlensError
 from .builder import AdaptResult, Builder, Rec, Shown
 from .common import EPOCH, as_text, parse_ts, parts_text
-from .files import Sample
+from .files import Sample, read_source
 from .jsonread import loads_document, read_document
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator, exact_estimator
 
@@ -152,7 +152,7 @@ def _model(agent: dict[str, Any]) -> str:
 
 
 def adapt_letta(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     doc = unwrapped(read_document(path, data, "a Letta agent file", sniff_document), path)
     b = Builder(FORMAT, path, data, estimator)
     # an agent with neither messages nor memory blocks has no context to show

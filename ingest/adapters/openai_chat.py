@@ -32,7 +32,7 @@ from ..contract import sent_as
 from .builder import AdaptResult, Builder, Placement, Rec, Shown
 from .common import EPOCH, as_text, blocks_text, parse_ts, token_count, unreadable_counts
 from .jsonread import iter_jsonl, loads_document
-from .files import Sample
+from .files import Sample, read_source
 from .swe_agent import (
     HistoryProcessors, agent_config, elided_text, history_entry, is_legacy, is_swe_agent,
     step_inputs, unlogged_steps,
@@ -204,7 +204,7 @@ def _is_error(msg: dict[str, Any], text: str) -> bool:
 
 
 def adapt_openai_chat(path: Path, out_dir: Path, estimator: TokenEstimator | None = None) -> AdaptResult:
-    data = path.read_bytes()
+    data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     try:
         values: Any = loads_document(path, data)

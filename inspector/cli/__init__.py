@@ -23,23 +23,31 @@ from .browse import _run_app, list_cmd, open_cmd, policies, serve, show, why
 from .data import bundle, ingest, lint, report, sample
 from .options import _TYPED, _said
 from .replays import bisect, compare, diff, replay, verify
+from .sessions import run_sessions_app, sessions
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="contextlens")
+@click.option("--sessions", "show_sessions", is_flag=True,
+              help="Open the inspector on the agent sessions on this machine (enter opens one).")
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, show_sessions: bool) -> None:
     """Inspect and replay LLM context assembly.
 
     With no command, opens the inspector on the bundled sample.
     """
+    if show_sessions and ctx.invoked_subcommand is not None:
+        raise click.UsageError("--sessions opens the inspector; it takes no command")
     if ctx.invoked_subcommand is None:
-        _run_app(None, reveal=False, assembly=None)
+        if show_sessions:
+            run_sessions_app()
+        else:
+            _run_app(None, reveal=False, assembly=None)
 
 
 for _command in (open_cmd, serve, list_cmd, show, why, policies,
                  replay, diff, bisect, verify, compare,
-                 ingest, sample, bundle, report, lint):
+                 ingest, sample, bundle, report, lint, sessions):
     cli.add_command(_command)
 
 

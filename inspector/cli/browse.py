@@ -30,6 +30,7 @@ def _run_app(
     policies_dir: str | None = None,
     engine: str = "local",
     address: str | None = None,
+    follow: bool = False,
 ) -> None:
     kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
     if engine == "ray":  # the app's compare runs on Ray over PATH's Parquet export
@@ -45,7 +46,17 @@ def _run_app(
         kwargs.update(ray_exports=find_exports([source]), ray_address=address)
     elif address:
         raise ContextlensError("--address needs --engine ray")
-    db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    source = _transcript_named(path, fmt)
+    if follow:
+        if source is None:
+            raise ContextlensError(
+                f"{path}: --follow follows a transcript file, not a store or an export folder"
+                if path else "--follow needs the transcript file to follow")
+        db, kwargs["follower"] = _first_follow_store(source, fmt)
+    else:
+        db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+    if source is not None:
+        kwargs.update(source_path=source, source_format=fmt)
     if policies_dir:  # fail on a bad registry before the screen takes over
         from replay.policy import load_registry
 
@@ -56,6 +67,47 @@ def _run_app(
     app.run()
     if app.return_code:  # the app ended on an error (Textual printed it): not a success
         raise SystemExit(app.return_code)
+
+
+def _transcript_named(path: str | None, fmt: str | None) -> Path | None:
+    """The transcript file ``path`` names, or None for the sample, a store or an export."""
+    from ..stores import is_export_dir, is_store_file
+
+    if path is None:
+        return None
+    p = Path(path)
+    str(p).encode("utf-8")  # a name that is not UTF-8 is named before anything opens it
+    if fmt == "export" or is_export_dir(p) or p.is_dir() or (fmt is None and is_store_file(p)):
+        return None
+    return p
+
+
+def _first_follow_store(source: Path, fmt: str | None) -> tuple[Path, Any]:
+    """The followed file's first store, and its follower. A file that holds no complete
+    line yet (a journal ``collect`` has just started) is waited for."""
+    import time
+
+    from ingest.adapters.files import require_regular_file
+    from ingest.follow import POLL_SECONDS, Follower
+
+    from ..stores import cache_name, follow_dir
+
+    if not source.exists():
+        raise ContextlensError(f"{source}: no such file or folder")
+    require_regular_file(source)
+    follower = Follower(source, follow_dir(source), fmt, name=cache_name(source.name))
+    said = False
+    while True:
+        update = follower.update()
+        if update is not None:
+            for w in update.warnings:
+                _warn(w)
+            return update.store, follower
+        if not said:
+            click.echo(f"waiting for {vis(str(source))} to hold a complete line "
+                       "(Ctrl+C to stop)", err=True)
+            said = True
+        time.sleep(POLL_SECONDS)
 
 
 @click.command("open")
@@ -69,8 +121,11 @@ def _run_app(
                    "export folder (pip install 'contextlens[ray]').")
 @click.option("--address", metavar="auto|ray://HOST:PORT",
               help="With --engine ray: the Ray cluster (default: a local instance).")
+@click.option("--follow", is_flag=True,
+              help="Keep PATH, a transcript still being written, in step: new requests show "
+                   "as their lines are written (F in the app starts and stops it).")
 def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_dir: str | None,
-             reveal: bool, engine: str, address: str | None) -> None:
+             reveal: bool, engine: str, address: str | None, follow: bool) -> None:
     """Open the inspector on PATH: an export folder, a store file or a transcript
     (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
     if assembly:
@@ -80,7 +135,7 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
         with Store.open(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)) as store:
             store.assembly(assembly)
     _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir,
-             engine=engine, address=address)
+             engine=engine, address=address, follow=follow)
 
 
 @click.command()

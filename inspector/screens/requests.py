@@ -123,6 +123,8 @@ class RequestsScreen(Screen[None]):
         Binding("R", "reload", "Reload", show=False),
         Binding("V", "verify", "Verify"),
         Binding("C", "compare", "Compare", tooltip="Compare versions"),
+        # the transcript the list was opened from, kept in step as it grows (F again: stop)
+        Binding("F", "app.toggle_follow", "Follow", show=False),
         Binding("escape", "leave_filter", "Back to list", show=False),
     ]
 
@@ -142,6 +144,8 @@ class RequestsScreen(Screen[None]):
         self._filter_timer: Timer | None = None
         self._prefetch_timer: Timer | None = None
         self.queries_run = 0  # store queries run for the list (pages and counts)
+        # the request the cursor was on when the rows were reloaded under it (follow)
+        self._keep_assembly: str | None = None
 
     # ------------------------------------------------------------------ layout
 
@@ -166,8 +170,23 @@ class RequestsScreen(Screen[None]):
         self._loading_more = False
         self.load_page(self._generation, self.query_state, 0)
 
+    def refresh_rows(self) -> None:
+        """Load the rows again from a store that changed under the list (a followed file
+        grew): the filter and sort stay, the rows already loaded are loaded again, and the
+        cursor stays on the request it was on."""
+        self._keep_assembly = self.highlighted_assembly()
+        self._generation += 1
+        self._loading_more = False
+        loaded = self._display.num_rows if self._display is not None else 0
+        self.load_page(self._generation, self.query_state, 0, max(PAGE_ROWS, loaded))
+
+    def follow_noted(self) -> None:
+        """The app started, stopped or failed following: the status line says so."""
+        self._update_status()
+
     @work(thread=True, exclusive=True, group="requests")
-    def load_page(self, generation: int, query: ListQuery, offset: int) -> None:
+    def load_page(self, generation: int, query: ListQuery, offset: int,
+                  limit: int = PAGE_ROWS) -> None:
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         self.queries_run += 1
@@ -177,7 +196,7 @@ class RequestsScreen(Screen[None]):
                 query.flt,
                 sort=query.sort,
                 descending=query.descending,
-                limit=PAGE_ROWS,
+                limit=limit,
                 offset=offset,
                 reveal=reveal,
                 counts=counts,
@@ -233,7 +252,12 @@ class RequestsScreen(Screen[None]):
         if message.offset == 0 or self._keys is None or self._display is None:
             self._keys, self._display = message.keys, message.display
             self._affixes, self._misses = message.affixes, message.misses
-            cursor = Coordinate(0, cursor.column)
+            keep, self._keep_assembly = self._keep_assembly, None
+            row = 0
+            if keep is not None:  # rows reloaded under the cursor: it stays on its request
+                found = pc.index(message.keys["assembly_id"], keep).as_py()
+                row = found if found >= 0 else cursor.row
+            cursor = Coordinate(row, cursor.column)
         else:
             self._keys = pa.concat_tables([self._keys, message.keys])
             self._display = pa.concat_tables([self._display, message.display])
@@ -332,6 +356,9 @@ class RequestsScreen(Screen[None]):
         q = self.query_state
         loaded = self._display.num_rows if self._display is not None else 0
         parts = [f"{self._matched:,} of {self._total:,} requests"]
+        follow_note = getattr(self.app, "follow_note", "")
+        if follow_note:
+            parts.append(one_line(follow_note, 100))
         parts.append(f"sorted by {BY_KEY[q.column].label} {ARROWS[q.descending]}")
         prefix, suffix = self._affixes
         if prefix or suffix:

@@ -42,16 +42,23 @@ async def settle(pilot: Any) -> None:
                 or getattr(app.screen, "findings_pending", False)):
             await pilot.pause(0.1)  # typed filter text (a request's lint) waits for its pause
             continue
+        finite = _finite(app)
         try:
-            await app.workers.wait_for_complete()
+            if finite:  # (an empty list would mean every worker, the follow loop's too)
+                await app.workers.wait_for_complete(finite)
         except (WorkerCancelled, WorkerError):
             pass
         await pilot.pause()
-        if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
+        if not any(w.is_running or w.state is WorkerState.PENDING for w in _finite(app)):
             await pilot.pause()
-            if not any(w.is_running or w.state is WorkerState.PENDING for w in app.workers):
+            if not any(w.is_running or w.state is WorkerState.PENDING for w in _finite(app)):
                 return
     raise AssertionError("the app's workers never settled")
+
+
+def _finite(app: Any) -> list[Any]:
+    """The app's workers that end: not the loop that follows a growing file."""
+    return [w for w in app.workers if w.group != "follow"]
 
 
 def screen_text(app: ContextLensApp) -> str:
