@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from .adapters.claude_code import session_of
 from .adapters.common import blocks_text, parse_ts
 from .errors import ContextlensError
 
@@ -235,7 +236,6 @@ def _claude_facts(files: list[tuple[Path, bytes, bool]]) -> _Facts:
     return facts
 
 
-_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]{1,200})"')
 
 
 def _claude_code(where: _Where) -> tuple[list[Place], list[_Found]]:
@@ -254,7 +254,7 @@ def _claude_code(where: _Where) -> tuple[list[Place], list[_Found]]:
         agents = [p for p in files if p.name.startswith("agent-")]
         by_session: dict[str, list[Path]] = {}
         for agent in agents:
-            sid = _head_match(agent, _SESSION_ID)
+            sid = session_of(agent)
             if sid:
                 by_session.setdefault(sid, []).append(agent)
         for path in files:
@@ -664,18 +664,6 @@ def _read_small(path: Path) -> bytes | None:
             return f.read(SIDE_FILE_BYTES)
     except OSError:
         return None
-
-
-def _head_match(path: Path, pattern: re.Pattern[bytes]) -> str | None:
-    """The first group of ``pattern`` in the first 64 KB of ``path`` (a field every line of
-    the file carries early), without parsing it."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64 << 10)
-    except OSError:
-        return None
-    m = pattern.search(head)
-    return m.group(1).decode("utf-8", "replace") if m else None
 
 
 def _reason(err: BaseException) -> str:

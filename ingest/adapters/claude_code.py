@@ -516,14 +516,14 @@ def _subagent_files(path: Path, sessions: set[str]) -> list[tuple[str, Path]]:
         return found
     names = {p.name for _, p in found}
     found += [(p.name, p) for p in sorted(path.parent.glob("agent-*.jsonl"))
-              if p.name not in names and p.is_file() and _session_of(p) in sessions]
+              if p.name not in names and p.is_file() and session_of(p) in sessions]
     return found
 
 
 _SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]{1,200})"')
 
 
-def _session_of(path: Path) -> str | None:
+def session_of(path: Path) -> str | None:
     """The ``sessionId`` an agent transcript names first, found in its first MB without
     parsing it (a project folder can hold many agent files, and a first line can be a
     pasted file of several MB: the field comes early in every line)."""
