@@ -103,6 +103,23 @@ def _esaa(sample: Sample) -> str | None:
     return None
 
 
+def _otel(sample: Sample) -> str | None:
+    """A span object without its OTLP envelope: OTLP/JSON's own keys, or the SDK console
+    exporter's ``context: {trace_id, span_id}``."""
+
+    def bare(obj: dict[str, Any]) -> bool:
+        context = obj.get("context")
+        return ("traceId" in obj and "spanId" in obj) or (
+            isinstance(context, dict) and "trace_id" in context and "span_id" in context)
+
+    if isinstance(sample.document, dict) and bare(sample.document):
+        return "a span object (its trace and span ids) without the resourceSpans envelope"
+    for n, line in _objects(sample):
+        if bare(line):
+            return f"a span object (its trace and span ids) on line {n}, without the resourceSpans envelope"
+    return None
+
+
 def _messages(sample: Sample) -> list[Any] | None:
     doc = sample.document
     if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
@@ -133,6 +150,7 @@ def _openai(sample: Sample) -> str | None:
 # (format names an adapter may be registered under, what it looks like, recogniser), most
 # specific first. A format with no installed adapter is named as not read yet.
 LOOKALIKES: tuple[tuple[tuple[str, ...], str, Callable[[Sample], str | None]], ...] = (
+    (("otel",), "OpenTelemetry spans", _otel),
     (("codex",), "a Codex CLI rollout", _codex),
     (("claude-code",), "a Claude Code session", _claude_code),
     (("gemini-cli",), "a Gemini CLI session", _gemini),
@@ -149,6 +167,9 @@ LOOKALIKES: tuple[tuple[tuple[str, ...], str, Callable[[Sample], str | None]], .
 # element, or of its JSON lines): when no recogniser sees a format, the one whose keys the
 # file shares most is named as the closest.
 SIGNATURES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("otel", "OpenTelemetry spans (OTLP JSON)",
+     frozenset({"resourceSpans", "resourceLogs", "scopeSpans", "spans", "traceId", "spanId",
+                "parentSpanId", "startTimeUnixNano"})),
     ("codex", "a Codex CLI rollout", frozenset({"type", "payload", "timestamp"})),
     ("claude-code", "a Claude Code session",
      frozenset({"type", "message", "sessionId", "uuid", "parentUuid", "timestamp", "cwd"})),

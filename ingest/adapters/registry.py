@@ -34,13 +34,15 @@ BUILTIN: dict[str, str] = {
     "inspect-ai": "ingest.adapters.inspect_ai:InspectAiAdapter",
     "letta": "ingest.adapters.letta:LettaAdapter",
     "esaa": "ingest.adapters.esaa:EsaaAdapter",
+    "otel": "ingest.adapters.otel:OtelAdapter",
 }
 # Detection order of the built-ins: Claude Code lines are the most specific; an Anthropic
 # request body would also pass for an OpenAI conversation, so Anthropic is asked first; a
 # Gemini CLI session (typed messages, no roles) matches neither of those.
 # Formats with keys of their own (inspect_ai logs, Letta agent files, ESAA event logs) are
-# asked before the chat formats (a Letta file holds OpenAI-shaped messages).
-DETECT_ORDER = ("claude-code", "codex", "gemini-cli", "inspect-ai", "letta", "esaa",
+# asked before the chat formats (a Letta file holds OpenAI-shaped messages). OpenTelemetry
+# spans (OTLP's "resourceSpans", a Phoenix export's Parquet) share keys with none: asked first.
+DETECT_ORDER = ("otel", "claude-code", "codex", "gemini-cli", "inspect-ai", "letta", "esaa",
                 "anthropic-messages", "openai-chat")
 
 

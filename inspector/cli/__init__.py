@@ -7,7 +7,7 @@ unknown id), never a traceback. Content from logs is escaped before it is printe
 This module holds the group, its entry point ``main`` and the error handling; the commands
 live in ``browse`` (open, serve, list, show, why, policies), ``replays`` (replay, diff,
 bisect, verify, compare) and ``data`` (ingest, sample, bundle, report, lint), what they share
-in ``options``.
+in ``options``; ``collect`` (the OTLP/HTTP receiver) has its own module.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import click
 from ingest.errors import ContextlensError
 
 from .browse import _run_app, list_cmd, open_cmd, policies, serve, show, why
+from .collect import collect
 from .data import bundle, ingest, lint, report, sample
 from .options import _TYPED, _said
 from .replays import bisect, compare, diff, replay, verify
@@ -47,7 +48,7 @@ def cli(ctx: click.Context, show_sessions: bool) -> None:
 
 for _command in (open_cmd, serve, list_cmd, show, why, policies,
                  replay, diff, bisect, verify, compare,
-                 ingest, sample, bundle, report, lint, sessions):
+                 ingest, sample, bundle, report, lint, sessions, collect):
     cli.add_command(_command)
 
 

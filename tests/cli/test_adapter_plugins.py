@@ -48,7 +48,7 @@ def test_builtins_are_registered_as_entry_points_of_the_installed_package() -> N
     assert {k: eps.get(k) for k in BUILTIN} == BUILTIN
     adapters = available_adapters()
     assert list(adapters) == ["claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex",
-                     "inspect-ai", "letta", "esaa"]
+                     "inspect-ai", "letta", "esaa", "otel"]
     for name, adapter in adapters.items():
         assert isinstance(adapter, Adapter)
         assert adapter.name == name and adapter.description and "\n" not in adapter.description
@@ -56,7 +56,7 @@ def test_builtins_are_registered_as_entry_points_of_the_installed_package() -> N
 
 def test_format_names_lists_builtins_then_export() -> None:
     assert format_names() == ["claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex",
-                     "inspect-ai", "letta", "esaa", "export"]
+                     "inspect-ai", "letta", "esaa", "otel", "export"]
     assert FORMATS == tuple(format_names())
 
 
@@ -146,12 +146,12 @@ def test_a_plugin_may_not_take_a_builtin_name(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ContextlensError, match="'openai-chat' .* takes the name of a built-in format"):
         available_adapters()
     assert format_names() == ["claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex",
-                     "inspect-ai", "letta", "esaa", "export", "shout"]
+                     "inspect-ai", "letta", "esaa", "otel", "export", "shout"]
     assert type(get_adapter("openai-chat")).__name__ == "OpenAIChatAdapter"
 
 
 def test_unknown_format_lists_every_known_one(tmp_path: Path) -> None:
-    with pytest.raises(ContextlensError, match=r"unknown format 'nope' \(known: claude-code, openai-chat, anthropic-messages, gemini-cli, codex, inspect-ai, letta, esaa, export\)"):
+    with pytest.raises(ContextlensError, match=r"unknown format 'nope' \(known: claude-code, openai-chat, anthropic-messages, gemini-cli, codex, inspect-ai, letta, esaa, otel, export\)"):
         adapt(FIX / "compaction.jsonl", tmp_path / "x", fmt="nope")
 
 
@@ -229,7 +229,7 @@ def test_the_installed_example_plugin_detects_adapts_and_ingests(
     assert proc.returncode == 0, proc.stderr
     names, detected, fmt, stats = json.loads(proc.stdout)
     assert names == ["claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex",
-                     "inspect-ai", "letta", "esaa", "export", "mini-chat"]
+                     "inspect-ai", "letta", "esaa", "otel", "export", "mini-chat"]
     assert detected == fmt == "mini-chat"
     assert stats["rows.messages"] == 4 and stats["requests"] == 2
 

@@ -27,7 +27,7 @@ def _load(name: str, tmp_path: Path, **kw) -> tuple[Path, AdaptResult]:
 
 def test_formats_constant() -> None:
     assert FORMATS == ("claude-code", "openai-chat", "anthropic-messages", "gemini-cli", "codex", "inspect-ai", "letta", "esaa",
-                       "export")
+                       "otel", "export")
 
 
 @pytest.mark.parametrize(
