@@ -32,7 +32,7 @@ from ingest.errors import ContextlensError
 from ingest.secrets import MASK_PREFIX
 from ingest.tags import TIMES_UNRECORDED
 
-from ..widgets.arrow_table import arrow_table
+from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.assembly_view import assembly_content
 from ..widgets.footer import KeysFooter
 from ..widgets.request_columns import (
@@ -249,6 +249,7 @@ class RequestsScreen(Screen[None]):
         self._matched, self._total = message.matched, message.total
         old_table = self._table()
         cursor = old_table.cursor_coordinate if old_table is not None else Coordinate(0, 0)
+        in_place = False
         if message.offset == 0 or self._keys is None or self._display is None:
             self._keys, self._display = message.keys, message.display
             self._affixes, self._misses = message.affixes, message.misses
@@ -258,11 +259,12 @@ class RequestsScreen(Screen[None]):
                 found = pc.index(message.keys["assembly_id"], keep).as_py()
                 row = found if found >= 0 else cursor.row
             cursor = Coordinate(row, cursor.column)
+            in_place = keep is not None
         else:
             self._keys = pa.concat_tables([self._keys, message.keys])
             self._display = pa.concat_tables([self._display, message.display])
         self._loading_more = False
-        await self._show_table(cursor)
+        await self._show_table(cursor, in_place)
         self._update_status()
 
     async def on_findings_loaded(self, message: FindingsLoaded) -> None:
@@ -282,7 +284,8 @@ class RequestsScreen(Screen[None]):
         if found or "findings" in [c.key for c, _ in self._shown]:
             table = self._table()
             cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
-            await self._show_table(cursor)
+            # while following, the markers of each update's rows change rows, not the table
+            await self._show_table(cursor, in_place=bool(getattr(self.app, "follow_note", "")))
             self._update_status()
 
     def on_assemblies_failed(self, message: AssembliesFailed) -> None:
@@ -296,29 +299,34 @@ class RequestsScreen(Screen[None]):
         return fit_columns(self._display, self.size.width or self.app.size.width,
                            self.query_state.column)
 
-    async def _show_table(self, cursor: Coordinate) -> None:
+    async def _show_table(self, cursor: Coordinate, in_place: bool = False) -> None:
+        """Show the loaded rows. ``in_place`` (rows reloaded under the list, as a followed
+        file grows): when the columns and their widths are the same, the table keeps its
+        widget and only its rows change, so a click on it while rows arrive lands on a
+        table that is still there."""
         assert self._display is not None
         holder = self.query_one("#requests-holder")
         had_focus = self.focused is None or isinstance(self.focused, DataTable)
-        await holder.remove_children()
+        before = list(self._shown)
         old = [c.key for c, _ in self._shown]
         self._shown = self._fit()
         if not self._display.num_rows:  # the headers of the main columns, over the reason
             self._shown = [(c, len(c.label) + 2) for c in COLUMNS if c.rank <= 3]
+        current = self._table()
+        if (in_place and current is not None and self._display.num_rows
+                and [(c.key, w) for c, w in before] == [(c.key, w) for c, w in self._shown]):
+            refill(current, self._shown_rows())
+            current.move_cursor(row=min(cursor.row, self._display.num_rows - 1),
+                                column=cursor.column, animate=False)
+            return
+        await holder.remove_children()
         if 0 <= cursor.column < len(old) and old[cursor.column] in BY_KEY:
             # the cursor stays on its column when columns come or go
             keys = [c.key for c, _ in self._shown]
             column = old[cursor.column]
             cursor = Coordinate(cursor.row, keys.index(column) if column in keys else 0)
-        q = self.query_state
-        # escaped before cut, so what is cut is what is shown
-        shown = pa.table({c.key: cut(safe_column(self._display[c.key], body=c.key in READABLE_COLUMNS), w)
-                          for c, w in self._shown})
-        shown = shown.rename_columns(
-            [f"{c.label} {ARROWS[q.descending]}" if c.key == q.column else c.label
-             for c, _ in self._shown])
         table = arrow_table(
-            shown,
+            self._shown_rows(),
             id="requests-table",
             cursor_type="cell",
             max_column_content_width=None,
@@ -339,6 +347,17 @@ class RequestsScreen(Screen[None]):
             )
         if had_focus:
             table.focus()
+
+    def _shown_rows(self) -> pa.Table:
+        """The loaded rows as the table shows them: the fitted columns, escaped, then cut
+        (so what is cut is what is shown), the sorted column's header with its arrow."""
+        assert self._display is not None
+        q = self.query_state
+        shown = pa.table({c.key: cut(safe_column(self._display[c.key], body=c.key in READABLE_COLUMNS), w)
+                          for c, w in self._shown})
+        return shown.rename_columns(
+            [f"{c.label} {ARROWS[q.descending]}" if c.key == q.column else c.label
+             for c, _ in self._shown])
 
     def _table(self) -> DataTable | None:
         tables = self.query("#requests-table").results(DataTable)
