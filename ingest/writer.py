@@ -118,8 +118,9 @@ def conform(name: str, data: Any, extra: dict[str, pa.DataType] | None = None) -
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
             raise ContextlensError(f"table {name}: {err}") from None
     rows = list(data)
+    allowed = frozenset(schema.names)  # once: building it per row was most of a transcript's write
     for i, row in enumerate(rows):
-        unknown = set(row) - set(schema.names)
+        unknown = row.keys() - allowed
         if unknown:
             raise ContextlensError(
                 f"table {name}, row {i}: unknown column {sorted(unknown)[0]}"
