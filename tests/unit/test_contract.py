@@ -113,3 +113,11 @@ def test_writer_rejects_wrong_type_naming_table(tmp_path: Path) -> None:
     # a failed write leaves nothing half-written behind
     assert not (tmp_path / "e").exists()
     assert not (tmp_path / "e.writing").exists()
+
+
+def test_writer_rejects_a_column_the_contract_lacks_naming_table_row_and_column(
+        tmp_path: Path) -> None:
+    rows = [example_row("conversations"), {**example_row("conversations"), "colour": "red"}]
+    with pytest.raises(ContextlensError, match=r"table conversations, row 1: unknown column colour"):
+        with ExportWriter(tmp_path / "e", export_id="e", producer="t") as w:
+            w.write("conversations", rows)
