@@ -192,7 +192,16 @@ def _claude_prompt(line: dict[str, Any]) -> str | None:
     if isinstance(content, list) and content and all(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         return None
-    return _prompt(blocks_text(content))
+    text = blocks_text(content)
+    if text.lstrip().startswith(_CLI_MARKUP):
+        return None  # the CLI's record of a slash command (/exit, /clear) or of its output
+    return _prompt(text)
+
+
+# What Claude Code writes as a user line for a slash command and its local output, not text
+# the user typed as a prompt.
+_CLI_MARKUP = ("<command-name>", "<command-message>", "<local-command-stdout>",
+               "<local-command-stderr>", "<command-args>")
 
 
 def _claude_facts(files: list[tuple[Path, bytes, bool]]) -> _Facts:

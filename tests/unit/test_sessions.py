@@ -130,3 +130,15 @@ def test_a_first_prompt_is_one_safe_line(tmp_path: Path) -> None:
     assert "\n" not in row.first_prompt and "\x1b" not in row.first_prompt
     assert row.first_prompt.startswith("line one \\x1b[31mred")
     assert len(row.first_prompt) <= 80 and row.first_prompt.endswith("…")
+
+
+def test_a_slash_command_is_not_taken_for_the_first_prompt(tmp_path: Path) -> None:
+    """Claude Code records /exit and its output as user lines of markup: the first prompt is
+    what the user typed next (a real session that began with /exit)."""
+    session = REALDATA / "claude-code-entire" / "198393f2-compact-midsession.jsonl"
+    require_realdata()
+    folder = tmp_path / "home" / ".claude" / "projects" / "-p"
+    folder.mkdir(parents=True)
+    shutil.copyfile(session, folder / "198393f2-0000-0000-0000-000000000000.jsonl")
+    (row,) = find_sessions(env={"HOME": str(tmp_path / "home")}, cwd=tmp_path).sessions
+    assert row.first_prompt.startswith("for the change in cmd/entire/cli/hooks_claudecode")
