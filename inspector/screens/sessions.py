@@ -106,6 +106,10 @@ class SessionsScreen(Screen[None]):
 
     async def on_sessions_loaded(self, message: SessionsLoaded) -> None:
         found = message.found
+        # the session under the cursor stays under it when the rows come again (R, reveal)
+        old = next(iter(self.query("#sessions-table").results(DataTable)), None)
+        kept = (self.rows[old.cursor_row].path
+                if old is not None and 0 <= old.cursor_row < len(self.rows) else None)
         self.rows = found.rows
         holder = self.query_one("#sessions-holder")
         await holder.remove_children()
@@ -121,6 +125,9 @@ class SessionsScreen(Screen[None]):
                             cursor_type="row", max_column_content_width=80)
         await holder.mount(table)
         table.focus()
+        paths = [r.path for r in self.rows]
+        if kept in paths:
+            table.move_cursor(row=paths.index(kept), animate=False)
         n = len(self.rows)
         masked = f" · {found.masked} masked" if found.masked else ""
         status.update(safe_text(f"{n:,} session{'s' if n != 1 else ''}{masked}{skipped} · "

@@ -33,6 +33,14 @@ def test_enter_on_a_session_opens_its_requests(
                 (e.runtime, str(e.path), e.requests) for e in newest_first(expected)]
             shown = screen_text(app)
             assert "deploy with token" in shown and SECRET[:10] not in shown
+            # the cursor stays on its session when the rows come again (R, or a reveal)
+            await pilot.press("down")
+            second = screen.rows[1].path
+            await pilot.press("R")
+            await settle(pilot)
+            table = screen.query_one("#sessions-table")
+            assert screen.rows[table.cursor_row].path == second
+            await pilot.press("home")
 
             await pilot.press("escape")  # back to the request list it was opened over
             await settle(pilot)
