@@ -158,6 +158,7 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
     from .sample.drift import InvertedSupersessionAssembler
     from .sample.policies import POLICY_TOML
     from .sample.stories import build
+    from .verify import stored_totals
     from .snapshot import Request, Snapshot
 
     g = build(seed)
@@ -179,8 +180,6 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
         run = runs[req.model_run_id]
         request = recorded_request(req, run, policy, req.assembler_version)
         out = builds[req.assembler_version].assemble(snapshot, request, policy)
-        inc = [r for r in out.records if r["decision"] == "included"]
-        kinds = lambda k: [r for r in inc if r["record_kind"] == k]  # noqa: E731
         assemblies.append({
             "assembly_id": req.assembly_id, "model_run_id": req.model_run_id,
             "conversation_id": request.conversation_id, "branch_id": request.branch_id,
@@ -193,12 +192,9 @@ def _fill_story(w: ExportWriter, seed: int) -> None:
             "context_limit": request.context_limit,
             "exact_evidence_ids": req.exact_evidence_ids,
             "baseline_tokens": out.baseline_tokens,
-            "assembled_tokens": out.assembled_tokens,
             "baseline_message_count": out.baseline_message_count,
-            "assembled_message_count": len(kinds("message")),
-            "raw_artifact_count": len(kinds("tool_artifact")),
-            "selected_memory_count": len(kinds("tool_memory")),
-            "rehydrated_artifact_count": sum(r["rendering"] == "rehydrated_raw" for r in inc),
+            # assembled_tokens and the counts, as verify reads them off the records
+            **stored_totals(out.records, req.tags),
             "graph_query_ms": round(g.rng.uniform(1.5, 9.0), 2),
             "policy_eval_ms": round(g.rng.uniform(0.4, 3.0), 2),
             "serialization_ms": round(g.rng.uniform(0.2, 1.5), 2),

@@ -9,10 +9,12 @@ Verdicts, one per assembly:
 
 - ``faithful``: the recording is consistent and the replay selects exactly what it recorded;
 - ``drifted``: the replay differs (each differing record and field is named);
-- ``inconsistent``: the recording contradicts itself (its stored ``selection_hash`` is not
-  the hash of its own rows). It wins over the others: an inconsistent recording that also
-  drifted, or has no policy to replay it, is reported inconsistent (with the differing
-  records when it could be replayed);
+- ``inconsistent``: the recording contradicts itself: its stored ``selection_hash`` is not
+  the hash of its own rows, or a total it stores on ``context_assemblies`` is not what its
+  rows add up to (``STORED_TOTALS``: ``assembled_tokens`` and the counts; each differing
+  field is named, stored against its rows' value). It wins over the others: an
+  inconsistent recording that also drifted, or has no policy to replay it, is reported
+  inconsistent (with the differing records when it could be replayed);
 - ``not_replayable``: no policy for its version (transcripts recorded under ``observed``
   never have one).
 
@@ -38,6 +40,7 @@ import pyarrow.compute as pc
 from ingest.contract import selection_hash, selection_hashes
 from ingest.errors import ContextlensError
 from ingest.sql import registered, scratch_connection
+from ingest.tags import UNATTRIBUTED_TOKENS, int_tag_column, unattributed_tokens
 
 from .assembler import AssemblerPlugin, get_assembler
 from .columnar import selection_hashes as replay_selection_hashes
@@ -60,9 +63,12 @@ __all__ = [
     "AssemblyVerdict",
     "FieldDifference",
     "RecordDifference",
+    "STORED_TOTALS",
+    "TotalDifference",
     "VerifyResult",
     "finish_verify",
     "merge_verify",
+    "stored_totals",
     "verify",
     "verify_chunks",
 ]
@@ -75,6 +81,58 @@ COMPARED_FIELDS = ("decision", "reason_code", "rendering", "position", "tokens")
 OBSERVED = "observed"
 _HASH_PROBLEM = "stored selection_hash is not the hash of the recorded rows"
 
+# The totals a request stores on context_assemblies, as its recorded rows give them (SQL
+# aggregates over one assembly's assembly_records rows; ``stored_totals`` is the same rule
+# for a producer's rows in Python). ``assembled_tokens`` also counts the request's
+# ``unattributed_tokens`` tag (ingest/tags.py): what a transcript's request sent beyond its
+# records (system prompt, tool schemas). A raw artifact is one sent as itself (verbatim or
+# rehydrated), not as a reference or a runtime's placeholder. The baseline totals are not
+# here: they count records of the conversation the request's rows do not list.
+_INCLUDED = "decision = 'included'"
+STORED_TOTALS: dict[str, str] = {
+    "assembled_tokens": f"sum(tokens) FILTER (WHERE {_INCLUDED})",
+    "assembled_message_count": f"count(*) FILTER (WHERE {_INCLUDED} AND record_kind = 'message')",
+    "raw_artifact_count": (f"count(*) FILTER (WHERE {_INCLUDED} AND record_kind = 'tool_artifact' "
+                           "AND rendering IN ('verbatim', 'rehydrated_raw'))"),
+    "selected_memory_count": f"count(*) FILTER (WHERE {_INCLUDED} AND record_kind = 'tool_memory')",
+    "rehydrated_artifact_count": f"count(*) FILTER (WHERE {_INCLUDED} AND rendering = 'rehydrated_raw')",
+}
+
+
+def stored_totals(records: list[dict[str, Any]], tags: list[str] | None = None) -> dict[str, int]:
+    """``STORED_TOTALS`` of one assembly's rows (contract keys), for a producer writing them."""
+    inc = [r for r in records if r["decision"] == "included"]
+
+    def count(kind: str | None, renderings: tuple[str, ...] | None = None) -> int:
+        return sum(1 for r in inc if (kind is None or r["record_kind"] == kind)
+                   and (renderings is None or r["rendering"] in renderings))
+
+    return {
+        "assembled_tokens": sum(int(r["tokens"]) for r in inc) + (unattributed_tokens(tags) or 0),
+        "assembled_message_count": count("message"),
+        "raw_artifact_count": count("tool_artifact", ("verbatim", "rehydrated_raw")),
+        "selected_memory_count": count("tool_memory"),
+        "rehydrated_artifact_count": count(None, ("rehydrated_raw",)),
+    }
+
+
+# Each stored total of each request that its rows do not give: (assembly_id, field, stored,
+# expected, unattributed), in (assembly, STORED_TOTALS) order.
+_TOTALS_SQL = f"""
+WITH r AS (SELECT assembly_id, {", ".join(f"{expr} AS {name}" for name, expr in STORED_TOTALS.items())}
+           FROM recorded GROUP BY assembly_id),
+pairs AS (
+{" UNION ALL ".join(
+    f"SELECT q.assembly_id, {i} AS n, '{name}' AS field, q.{name}::BIGINT AS stored, "
+    f"(coalesce(r.{name}, 0){' + q.unattributed' if name == 'assembled_tokens' else ''})::BIGINT AS expected, "
+    f"{'q.unattributed' if name == 'assembled_tokens' else '0'}::BIGINT AS unattributed "
+    "FROM totals_stored q LEFT JOIN r ON r.assembly_id = q.assembly_id"
+    for i, name in enumerate(STORED_TOTALS))})
+SELECT assembly_id, field, stored, expected, unattributed FROM pairs
+WHERE stored IS DISTINCT FROM expected
+ORDER BY assembly_id, n
+"""
+
 
 @dataclass(frozen=True)
 class FieldDifference:
@@ -84,6 +142,25 @@ class FieldDifference:
 
     def to_json(self) -> dict[str, Any]:
         return {"field": self.field, "recorded": self.recorded, "replayed": self.replayed}
+
+
+@dataclass(frozen=True)
+class TotalDifference:
+    """A total stored on the request that its own rows do not give."""
+
+    field: str
+    stored: int
+    expected: int  # what the recorded rows give (with the unattributed tokens)
+    unattributed: int = 0  # of ``expected``: the request's unattributed_tokens tag
+
+    def sentence(self) -> str:
+        extra = (f" ({self.expected - self.unattributed:,} in its records and "
+                 f"{self.unattributed:,} unattributed)" if self.unattributed else "")
+        return f"stored {self.field} {self.stored:,} is not its rows' {self.expected:,}{extra}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"field": self.field, "stored": self.stored, "expected": self.expected,
+                **({"unattributed": self.unattributed} if self.unattributed else {})}
 
 
 @dataclass(frozen=True)
@@ -116,6 +193,12 @@ class AssemblyVerdict:
     # the one safety function on both sides: what the replay would newly expose
     # (regressions), what it would withhold (fixes), and what the recording sent (in_recording)
     safety: SafetyDelta = field(default_factory=SafetyDelta)
+    # stored totals its rows do not give (each also a line of ``problems``)
+    totals: tuple[TotalDifference, ...] = ()
+
+    @property
+    def hash_mismatch(self) -> bool:
+        return self.recorded_hash != self.recomputed_hash
 
     @property
     def replayable(self) -> bool:
@@ -156,6 +239,7 @@ class AssemblyVerdict:
             "records": [r.to_json() for r in self.records],
             "recorded_hash": self.recorded_hash, "recomputed_hash": self.recomputed_hash,
             "replay_hash": self.replay_hash, "problems": list(self.problems),
+            "totals": [t.to_json() for t in self.totals],
             "safety": self.safety.to_json(),
         }
 
@@ -348,14 +432,18 @@ WITH v AS (
            q.assembler_version, q.selection_hash AS recorded_hash,
            coalesce(h.selection_hash, $empty) AS recomputed_hash,
            r.assembly_id IS NOT NULL AS replayed,
-           coalesce(d.n, 0) AS differing
+           coalesce(d.n, 0) AS differing,
+           t.assembly_id IS NOT NULL AS totals_differ
     FROM requests q
     LEFT JOIN hashes h ON h.assembly_id = q.assembly_id
     LEFT JOIN replayed_assemblies r ON r.assembly_id = q.assembly_id
     LEFT JOIN (SELECT assembly_id, count(*) AS n FROM differences GROUP BY assembly_id) d
            ON d.assembly_id = q.assembly_id
+    LEFT JOIN (SELECT DISTINCT assembly_id FROM total_differences) t
+           ON t.assembly_id = q.assembly_id
 )
-SELECT *, CASE WHEN recomputed_hash IS DISTINCT FROM recorded_hash THEN 'inconsistent'
+SELECT *, CASE WHEN recomputed_hash IS DISTINCT FROM recorded_hash OR totals_differ
+               THEN 'inconsistent'
                WHEN NOT replayed THEN 'not_replayable'
                WHEN differing > 0 THEN 'drifted'
                ELSE 'faithful' END AS verdict
@@ -383,12 +471,15 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
     ids = requests.column("assembly_id").to_pylist()
     recorded = store.recorded_records(ids, chunk.export_id)
     con = scratch_connection()
+    stored = chunk.requests.select(["assembly_id", *STORED_TOTALS]).append_column(
+        "unattributed", int_tag_column(chunk.requests.column("tags"), UNATTRIBUTED_TOKENS))
     tables = {"requests": requests, "recorded": recorded, "replayed": replay.records,
               "replayed_assemblies": replay.assemblies.select(["assembly_id"]),
-              "hashes": selection_hashes(recorded)}
+              "hashes": selection_hashes(recorded), "totals_stored": stored}
     with registered(con, **tables):
         differences = con.sql(_DIFFERENCES_SQL).to_arrow_table()
-        with registered(con, differences=differences):
+        total_differences = con.sql(_TOTALS_SQL).to_arrow_table()
+        with registered(con, differences=differences, total_differences=total_differences):
             verdicts = con.sql(_VERDICTS_SQL, params={"empty": _EMPTY_HASH}).to_arrow_table()
     for c in pc.value_counts(verdicts.column("verdict")).to_pylist():
         setattr(result, c["values"], getattr(result, c["values"]) + c["counts"])
@@ -409,6 +500,7 @@ def _verify_chunk(store: "Store", chunk: Chunk, reg: PolicyRegistry, plugin: Ass
         yield from _details(batch.to_pylist(), hashes, snapshots, reg,
                             _by_assembly(chunk.requests, wanted),
                             _by_assembly(differences, wanted),
+                            _by_assembly(total_differences, wanted),
                             _by_assembly(included["recorded"], wanted, _SAFETY_COLUMNS),
                             _by_assembly(included["replayed"], wanted, _SAFETY_COLUMNS))
 
@@ -448,6 +540,7 @@ def _details(reported: list[dict[str, Any]], hashes: dict[str, str],
              snapshots: dict[str, Any], reg: PolicyRegistry,
              requests: dict[str, list[dict[str, Any]]],
              differences: dict[str, list[dict[str, Any]]],
+             totals: dict[str, list[dict[str, Any]]],
              recorded: dict[str, list[dict[str, Any]]],
              replayed: dict[str, list[dict[str, Any]]]) -> Iterator[AssemblyVerdict]:
     for v in reported:
@@ -460,14 +553,17 @@ def _details(reported: list[dict[str, Any]], hashes: dict[str, str],
         safety = SafetyDelta.between(
             context.findings(recorded.get(aid, [])),
             context.findings(replayed.get(aid, [])) if replayable else [], a_recorded=True)
-        inconsistent = v["verdict"] == "inconsistent"
+        off = tuple(TotalDifference(t["field"], int(t["stored"]) if t["stored"] is not None else 0,
+                                    int(t["expected"]), int(t["unattributed"]))
+                    for t in totals.get(aid, []))
+        problems = ((_HASH_PROBLEM,) if v["recomputed_hash"] != v["recorded_hash"] else ()) \
+            + tuple(t.sentence() for t in off)
         yield AssemblyVerdict(
             assembly_id=aid, verdict=v["verdict"], policy_version=v["policy_version"],
             assembler_version=v["assembler_version"],
             records=tuple(_difference(d) for d in differences.get(aid, [])),
             recorded_hash=v["recorded_hash"], recomputed_hash=v["recomputed_hash"],
-            replay_hash=replay_hash, problems=(_HASH_PROBLEM,) if inconsistent else (),
-            safety=safety,
+            replay_hash=replay_hash, problems=problems, safety=safety, totals=off,
         )
 
 

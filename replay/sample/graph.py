@@ -9,6 +9,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from replay.render import count_tokens
+
 UTC = dt.timezone.utc
 
 
@@ -18,7 +20,9 @@ def ts(text: str) -> dt.datetime:
 
 
 def tokens_of(text: str) -> int:
-    return max(1, len(text) // 4)
+    """The sample's token count of ``text``: the counter a replay counts a rendering's words
+    with (``replay.render.count_tokens``), so a stale marker costs its memory plus its words."""
+    return count_tokens(text)
 
 
 def call_tokens(arguments_json: str) -> int:

@@ -1,7 +1,7 @@
 """Template conversations for the scale sample: varied graphs, assembled by the oracle.
 
 ``build_template(number, seed)`` builds one conversation whose every id starts with the
-placeholder ``PH`` (``@T@-msg-004``, ``@T@-conv``), so a replica is the template with
+placeholder ``PH`` (``@T@@@@@@@-msg-004``, ``@T@@@@@@@-conv``), so a replica is the template with
 ``PH`` replaced by a replica prefix: every id of a replica shares that prefix, so every
 (kind, id) comparison the assembler makes comes out the same and the replica's assemblies
 are the template's. Times are relative to ``BASE``; a replica shifts them by whole minutes.
@@ -28,7 +28,9 @@ from typing import Any
 
 from .graph import Graph
 
-PH = "@T@"
+# as long as a replica's prefix (``s{r:08d}``, scale.py): a replica's texts are as long as
+# its template's, so what counts their length (a reference's tokens) counts the same
+PH = "@T@".ljust(9, "@")
 BASE = dt.datetime(2026, 1, 5, 8, 0, 0, tzinfo=dt.timezone.utc)
 VERSIONS = ("v1", "v2", "v3", "v4", "v5", "v6")
 MODELS = {"anthropic": ("claude-sonnet-4-5", "claude-haiku-4-5"), "openai": ("gpt-4.1",)}
@@ -253,19 +255,9 @@ def selection_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The columns of a context_assemblies row that follow from its records."""
     from ingest.contract import selection_hash
 
-    inc = [r for r in records if r["decision"] == "included"]
+    from ..verify import stored_totals  # what verify holds the stored totals to
 
-    def count(kind: str) -> int:
-        return sum(r["record_kind"] == kind for r in inc)
-
-    return {
-        "assembled_tokens": sum(int(r["tokens"]) for r in inc),
-        "assembled_message_count": count("message"),
-        "raw_artifact_count": count("tool_artifact"),
-        "selected_memory_count": count("tool_memory"),
-        "rehydrated_artifact_count": sum(r["rendering"] == "rehydrated_raw" for r in inc),
-        "selection_hash": selection_hash(records),
-    }
+    return {**stored_totals(records), "selection_hash": selection_hash(records)}
 
 
 def drifted(assembled: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,9 @@ def test_out_writes_one_row_per_request_and_keeps_an_existing_file(capsys, sampl
     rows = duckdb.sql(f"SELECT assembly_id, delta, safety_regressions, changed FROM '{out}' "
                       "ORDER BY assembly_id").fetchall()
     assert len(rows) == 52
-    assert ("asm-035", 0, 4, True) in rows
+    (incident,) = [r for r in rows if r[0] == "asm-035"]
+    # v5 sends the calendar memories bare: fewer tokens than v4's stale markers
+    assert incident[1] < 0 and incident[2:] == (4, True)
     before = out.read_bytes()
     code, _, err = run(capsys, "compare", "v4", "v6", "--db", str(sample_db), "--out", str(out))
     assert code == 2 and "already exists" in err and "--force" in err and len(err.splitlines()) == 1

@@ -3,9 +3,11 @@ kept consistent as a file (manifest rows and sha256 fixed, so it ingests), and
 ``contextlens verify --json`` must not call it faithful, must give the right verdict and
 name the changed record.
 
-A careful forger also rewrites the stored ``selection_hash`` to match the forged rows
-(``forge_hash=True``): verify must still catch it by replaying (drifted). A careless one
-leaves the stored hash alone: the recording contradicts itself (inconsistent).
+A careful forger also rewrites the stored ``selection_hash`` and totals (assembled_tokens,
+the counts) to match the forged rows (``forge_hash=True``): verify must still catch it by
+replaying (drifted). A careless one leaves the stored hash and totals alone: the recording
+contradicts itself (inconsistent). A stored total changed alone (the rows untouched) is
+inconsistent too, and the verdict names the field, stored against what the rows give.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from support.cli import run
 from support.stores import read_table, rewrite_table
 
 from ingest.contract import selection_hash
+from replay.verify import stored_totals
 
 TARGET = "asm-027"  # faithful in the sample: 21 records of every kind, google_derived artifacts omitted
 DRIFT_STORY = ["asm-013", "asm-014", "asm-015"]
@@ -106,16 +109,35 @@ def tamper(sample_export: Path, folder: Path, case: Case) -> Path:
     case.edit(rows)
     rewrite_table(export, "assembly_records", pa.Table.from_pylist(rows, schema=records.schema))
     stored = case.stored_hash
+    mine = [r for r in rows if r["assembly_id"] == TARGET]
     if stored is None and case.forge_hash:
-        stored = selection_hash([r for r in rows if r["assembly_id"] == TARGET])
+        stored = selection_hash(mine)
     if stored is not None:
-        requests = read_table(export, "context_assemblies")
-        hashes = [stored if aid == TARGET else h for aid, h in zip(
-            requests.column("assembly_id").to_pylist(), requests.column("selection_hash").to_pylist())]
-        idx = requests.schema.get_field_index("selection_hash")
-        requests = requests.set_column(idx, requests.schema.field(idx), pa.array(hashes, pa.string()))
-        rewrite_table(export, "context_assemblies", requests)
+        forged = {"selection_hash": stored}
+        if case.forge_hash:
+            forged.update(stored_totals(mine, stored_request(export)["tags"]))
+        set_request(export, forged)
     return export
+
+
+def stored_request(export: Path) -> dict[str, Any]:
+    """The TARGET request's context_assemblies row as the export stores it."""
+    (row,) = [r for r in read_table(export, "context_assemblies").to_pylist()
+              if r["assembly_id"] == TARGET]
+    return row
+
+
+def set_request(export: Path, values: dict[str, Any]) -> None:
+    """Overwrite columns of the TARGET request in context_assemblies (manifest fixed)."""
+    requests = read_table(export, "context_assemblies")
+    ids = requests.column("assembly_id").to_pylist()
+    for column, value in values.items():
+        old = requests.column(column).to_pylist()
+        idx = requests.schema.get_field_index(column)
+        new = [value if aid == TARGET else v for aid, v in zip(ids, old)]
+        requests = requests.set_column(idx, requests.schema.field(idx),
+                                       pa.array(new, requests.schema.field(idx).type))
+    rewrite_table(export, "context_assemblies", requests)
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +186,36 @@ def test_the_forged_decision_shows_both_values(capsys, tmp_path: Path, sample_ex
     assert code == 1
     assert f"DRIFTED {TARGET} (policy v4, assembler ref-1.0.0): 1 record differs" in out
     assert "  message msg-041: decision omitted → included;" in out
+
+
+# A stored total changed alone: the rows (and so the selection hash and the replay) agree,
+# but show and list would display the stored figure.
+TOTALS = [("assembled_tokens", 1000), ("selected_memory_count", 1), ("raw_artifact_count", -1)]
+
+
+@pytest.mark.parametrize(("field", "delta"), TOTALS, ids=[f for f, _ in TOTALS])
+def test_a_tampered_stored_total_is_inconsistent_and_named(capsys, tmp_path: Path, sample_export: Path,
+                                                           field: str, delta: int) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(sample_export, export)
+    original = stored_request(export)[field]
+    set_request(export, {field: original + delta})
+    db = tmp_path / "store.duckdb"
+    assert run(capsys, "ingest", str(export), "--db", str(db))[0] == 0
+    code, out, err = run(capsys, "verify", "--db", str(db), "--json")
+    assert code == 1
+    result = json.loads(out)
+    by_id = {r["assembly_id"]: r for r in result["results"]}
+    assert sorted(by_id) == sorted(DRIFT_STORY + [TARGET])
+    assert (result["inconsistent"], result["drifted"]) == (1, 3)
+    got = by_id[TARGET]
+    assert got["verdict"] == "inconsistent"
+    assert got["totals"] == [{"field": field, "stored": original + delta, "expected": original}]
+    assert got["records"] == []  # every record replays as recorded
+    assert got["recorded_hash"] == got["recomputed_hash"]
+    code, out, err = run(capsys, "verify", "--db", str(db))
+    assert code == 1
+    (line,) = [ln for ln in out.splitlines() if ln.startswith(f"INCONSISTENT {TARGET} ")]
+    assert f"stored {field} {original + delta:,} is not its rows' {original:,}" in line
+    assert "selection_hash" not in line  # the hash agrees with the rows: not blamed
+

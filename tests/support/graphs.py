@@ -113,7 +113,10 @@ def random_graph(rnd: random.Random, conv: str = "c") -> tuple[Snapshot, Request
             at = (c["completed_at"] or c["requested_at"]) + dt.timedelta(seconds=rnd.randint(0, 30))
             arts.append({
                 "artifact_id": f"art-{len(arts):03d}", "tool_call_id": c["tool_call_id"],
-                "tool_name": c["tool_name"], "status": c["status"], "result_preview": "p", "error": None,
+                "tool_name": c["tool_name"], "status": c["status"], "error": None,
+                # previews of many lengths (a reference's tokens count them); no random draw,
+                # so the graphs a seed gives stay the same
+                "result_preview": "p" * (len(arts) * 37 % 180),
                 "byte_size": rnd.randint(1, 5000), "sha256": "0" * 64, "storage_ref": None,
                 "content_type": "text/plain", "content_tokens": rnd.randint(1, 400),
                 "privacy_class": rnd.choice(PRIVACY), "visibility_scope": rnd.choice(SCOPES),
@@ -135,12 +138,19 @@ def random_graph(rnd: random.Random, conv: str = "c") -> tuple[Snapshot, Request
             "content_tokens": rnd.randint(5, 60), "confidence": round(rnd.random(), 2),
             "trust_source": "tool_result", "ambiguity_notes": None, "privacy_class": rnd.choice(PRIVACY),
             "freshness_class": rnd.choice(FRESH), "observed_at": t(created - rnd.uniform(0, 3000)),
-            "stale_after": None, "revalidation_tools": rnd.choice([[], ["fetch"]]), "provenance_locators": [],
+            "revalidation_tools": rnd.choice([[], ["fetch"]]), "provenance_locators": [],
             "conflicts_with": [], "supersedes": [], "superseded_by": None,
             "promotion_policy": rnd.choice(["auto", "explicit", "never"]), "promoted": rnd.random() < 0.5,
             "visibility_scope": rnd.choice(SCOPES + ["branch"]),
             "owner_participant_id": owner["participant_id"] if owner else None,
             "owner_model_run_id": owner["model_run_id"] if owner else None, "created_at": t(created)})
+        # what a stale marker names (its words count): a producer's stale_after or none, one
+        # or two revalidation tools; derived, not drawn, so a seed's graph stays the same
+        mem = mems[-1]
+        n = len(mems)
+        mem["stale_after"] = mem["observed_at"] + dt.timedelta(hours=n % 5) if n % 2 else None
+        if mem["revalidation_tools"] and n % 3 == 0:
+            mem["revalidation_tools"] = ["fetch", "calendar.availability"]
     for _ in range(rnd.randint(0, 3)):
         if len(mems) < 2:
             break
