@@ -60,6 +60,8 @@ each record a PolicyDecision for every record they touch:
 11 budget                  The budget is the policy's budget.token_budget, capped by the
                            request's context_limit (the model's context window), minus
                            reserve_tokens; the request's recorded token_budget is not used.
+                           Each record costs its tokens as rendered (replay.render: a stale
+                           marker its memory and its words, a reference its own text).
                            Protected records count first, then the rest in ranking order
                            (messages newest first, memories by confidence): a record that
                            does not fit is over_budget, so the lowest-ranked go first. The
@@ -92,8 +94,10 @@ from ingest.contract import selection_hash  # noqa: F401  (the contract's rule, 
 from ingest.errors import ContextlensError
 from ingest.timefmt import sentence_time
 
-from .policy import Policy, RuntimePolicy
+from .policy import Policy, RuntimePolicy, effective_budget
+from .render import WRAPPERS, rendering_tokens
 from .snapshot import Request, Snapshot
+from .visibility import HIDING_STEPS, RequestView, VisibilityRules, owner_of, promotion_decision
 
 __all__ = [
     "Assembly",
@@ -110,7 +114,6 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "contextlens.assemblers"
 REFERENCE_VERSION = "1.0.0"
-MARKER_TOKENS = 24  # a stale marker / revalidation hint is short whatever the memory
 KIND_ORDER = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
               "tool_call": 4, "tool_artifact": 5}
 
@@ -348,27 +351,9 @@ class _Index:
         return self.call_state(call, at), call["tool_name"], bool(call["retryable"])
 
     def owner(self, c: _Cand) -> tuple[str | None, str | None, str, list[str]]:
-        """(owner participant, owner run, visibility scope, shared_with) of a candidate.
-
-        A record without an owner participant is owned by the participant of its owner run;
-        the owner is None when neither resolves to a participant of the conversation."""
-        row = c.row
-        if c.kind == "message":
-            owner, run, scope, shared = (row["participant_id"], row["model_run_id"],
-                                         row["visibility_scope"], [])
-        elif c.kind == "tool_artifact":
-            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                         row["visibility_scope"], list(row["shared_with"] or []))
-        elif c.kind == "tool_memory":
-            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                         row["visibility_scope"], [])
-        else:
-            owner, run, scope, shared = (None, row["model_run_id"], "participant_private", [])
-        if owner is None:
-            owner = (self.runs.get(run or "") or {}).get("participant_id")
-        if owner not in self.participants:
-            owner = None
-        return owner, run, scope, shared
+        """(owner participant, owner run, visibility scope, shared_with) of a candidate
+        (``replay.visibility.owner_of``)."""
+        return owner_of(self, c.kind, c.row)
 
     def child_chain(self, owner_run: str | None, participant: str) -> list[dict[str, Any]]:
         """The subagent runs between ``participant`` and a record of ``owner_run``: [] unless
@@ -497,62 +482,27 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
             c.add(2, "retention", "deny", "retention_removed",
                   f"retention class {c.row['retention_class']}: raw body not kept")
 
-    # 3 branch lineage (and the history-replay baseline)
-    lineage = ix.lineage(branch)
+    # 3-5 branch lineage, visibility and ownership, privacy and provider: what this request
+    # may see, by the one definition safety judges by too (replay.visibility)
+    view = RequestView(ix, branch, me, req.provider, VisibilityRules.of(policy, req.provider))
+    lineage = view.lineage
     baseline_tokens = 0
     baseline_messages = 0
-    lineage_only = policy.branch.lineage_only
+    chains_of: dict[int, list[dict[str, Any]]] = {}  # id(cand) -> its subagent chain
     for c in cands:
         cut = lineage.get(c.branch)
         on = c.branch in lineage and (cut is None or c.created <= cut[0])
         if on and c.created <= at and c.kind in ("message", "tool_call", "tool_artifact"):
             baseline_tokens += c.tokens
             baseline_messages += c.kind == "message"
-        if not c.alive or on or not lineage_only:
+        if not c.alive:
             continue
-        if (c.kind == "tool_memory" and c.row["visibility_scope"] == "conversation"
-                and policy.branch.shared_fill):
-            c.add(3, "branch", "allow", "conversation_shared",
-                  f"conversation-scoped memory from branch {c.branch}")
-            continue
-        if cut is not None:
-            c.add(3, "branch", "deny", "sibling_branch", f"on {c.branch} after the fork at {cut[1]}")
-        else:
-            c.add(3, "branch", "deny", "sibling_branch", f"sibling branch {c.branch}")
-
-    # 4 visibility and ownership
-    chains_of: dict[int, list[dict[str, Any]]] = {}  # id(cand) -> its subagent chain
-    for c in live():
-        if c.kind in ("skill_state", "checkpoint"):
-            continue
-        owner, owner_run, scope, shared = ix.owner(c)
-        if scope == "audit_only" and policy.visibility.audit_only_excluded:
-            c.add(4, "visibility", "deny", "audit_only", "audit-only record")
-        elif scope == "participant_private" and owner is None:
-            # fail closed whatever the policy says: nobody can be shown to own it
-            c.add(4, "ownership", "deny", "owner_unknown",
-                  "participant-private, but its owner participant cannot be resolved")
-        elif (chain := ix.child_chain(owner_run, me)):
+        seen, chain = view.decide(c.kind, c.row, c.branch, c.created, on)
+        for d in seen:
+            c.add(*d)
+        if chain and c.alive:
             chains_of[id(c)] = chain
             c.child = True
-        elif (scope == "participant_private" and owner != me
-              and me not in shared and policy.ownership.participant_isolation):
-            c.add(4, "ownership", "deny", "participant_private", f"private to {owner}")
-
-    # 5 privacy and provider
-    blocked_raw = set(policy.privacy.raw_blocked_classes)
-    rule = policy.privacy.rule_for(req.provider)
-    blocked_here = set(rule.blocked_classes) if rule is not None else set()
-    for c in live():
-        if c.kind not in ("tool_artifact", "tool_memory"):
-            continue
-        cls = c.row["privacy_class"]
-        if c.kind == "tool_artifact" and cls in blocked_raw:
-            c.add(5, "privacy", "deny", "privacy_restricted",
-                  f"raw {cls} body is never sent; a safe summary of it may be sent instead")
-        elif cls in blocked_here:
-            c.add(5, "privacy", "deny", "provider_restricted",
-                  f"{cls} data is not sent to {req.provider}")
 
     # 6 contradiction and supersession
     live_mems = {c.rid: c for c in live() if c.kind == "tool_memory"}
@@ -702,17 +652,21 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
             c.add(10, "window", "allow", "lineage", f"inherited from {c.branch}")
         c.rendering = "verbatim"
 
-    # 11 budget
-    budget = policy.budget.token_budget
-    if req.context_limit is not None and req.context_limit < budget:
-        budget = req.context_limit
-    available = budget - policy.budget.reserve_tokens
+    # 11 budget (the rule's one home: replay.policy.effective_budget)
+    available = effective_budget(policy, req.context_limit).available
     rank = {k: i for i, k in enumerate(policy.ranking.order)}
 
     def shown(c: _Cand) -> int:
-        if c.rendering in ("stale_marker", "revalidation_hint"):
-            return min(c.tokens, MARKER_TOKENS)
-        return c.tokens
+        # what the model receives: the rendering's text, counted as replay.render defines
+        # (a marker's or reference's words, read off the decision that rendered it)
+        if c.rendering not in WRAPPERS:
+            return c.tokens
+        row = c.row
+        return rendering_tokens({
+            "rendering": c.rendering, "record_id": c.rid, "detail": c.decisions[-1][4],
+            "observed_at": row.get("observed_at"), "stale_after": row.get("stale_after"),
+            "revalidation_tools": row.get("revalidation_tools"), "sha256": row.get("sha256"),
+            "content": row.get("result_preview")}, c.tokens)
 
     used = sum(shown(c) for c in live() if c.protected)
     if used > available:
@@ -794,11 +748,6 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
                               baseline_tokens, baseline_messages)
 
 
-# the stages that hide a record from this request (not a record it never had: a later
-# record, or one of a sibling branch, is not in this request's history at all)
-_HIDING_STEPS = (4, 5)
-
-
 def _hidden_supersession(live_mems: dict[str, _Cand], ix: _Index, mem_cands: dict[str, _Cand],
                          policy: Policy) -> None:
     """A live memory whose replacement exists but is hidden from this request (private,
@@ -813,7 +762,7 @@ def _hidden_supersession(live_mems: dict[str, _Cand], ix: _Index, mem_cands: dic
             if n == c.rid or other is None or other.alive or not other.decisions:
                 continue
             step, _fam, _out, reason, _detail = other.decisions[-1]
-            if step in _HIDING_STEPS:
+            if step in HIDING_STEPS:
                 hidden.append((n, reason))
         if not hidden:
             continue
@@ -828,24 +777,12 @@ def _hidden_supersession(live_mems: dict[str, _Cand], ix: _Index, mem_cands: dic
 
 
 def _promote(c: _Cand, chain: list[dict[str, Any]], mode: str) -> None:
-    """Promotion of a subagent's record through each run of its chain (owner run first):
-    under ``explicit`` a memory's ``promoted`` flag lifts it one level, to the run that
-    spawned its owner; reaching further up needs that run to promote it again (its own
-    promoted memory), so a grandchild's memory does not reach its grandparent."""
-    owner_run = chain[0]["model_run_id"]
-    path = " through ".join(r["model_run_id"] for r in chain)
-    ok = c.kind == "tool_memory" and c.row["promotion_policy"] != "never" and (
-        mode == "auto" or (mode == "explicit" and c.row["promoted"]))
-    if ok and mode == "explicit" and len(chain) > 1:
-        c.add(8, "promotion", "deny", "child_not_promoted",
-              f"output of run {owner_run}, promoted to {chain[1]['model_run_id']} only; "
-              f"not promoted further up to this run")
-    elif ok:
-        c.add(8, "promotion", "allow", "promoted_child_output", f"promoted from child run {path}")
+    """Promotion of a subagent's record through each run of its chain
+    (``replay.visibility.promotion_decision``)."""
+    decision, enters = promotion_decision(c.kind, c.row, chain, mode)
+    c.add(*decision)
+    if enters:
         c.rendering = c.rendering or "compact_memory"
-    else:
-        c.add(8, "promotion", "deny", "child_not_promoted",
-              f"output of child run {owner_run}, not promoted to the parent")
 
 
 # --------------------------------------------------------------------------- plugins

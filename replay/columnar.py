@@ -62,9 +62,11 @@ from ingest.contract import ENUMS, TABLES, selection_hash
 from ingest.contract import selection_hashes as contract_selection_hashes
 from ingest.sql import registered, scratch_connection
 
-from .assembler import MARKER_TOKENS
-from .policy import Policy
+from .policy import Policy, effective_budgets
+from .render import (SUMMARY_LENGTH, reference_length, revalidation_hint_length,
+                     stale_marker_length, tokens_for_length)
 from .snapshot import GRAPH_TABLES, Snapshot
+from .visibility import HIDING_STEPS
 
 __all__ = ["ColumnarFacts", "ColumnarResult", "columnar_facts", "graphs_from_snapshots", "replay_columnar",
            "selection_hashes"]
@@ -101,7 +103,6 @@ RENDERINGS = ENUMS["rendering"]
 F = {name: i for i, name in enumerate(FAMILIES)}
 R = {name: i for i, name in enumerate(REASONS)}
 RD = {name: i for i, name in enumerate(RENDERINGS)}
-MARKERS = (RD["stale_marker"], RD["revalidation_hint"])
 
 _US_PER_HOUR = 3_600_000_000
 
@@ -167,6 +168,9 @@ pool AS (
            a.owner_model_run_id AS orun, a.visibility_scope AS scope, a.shared_with AS shared,
            a.privacy_class AS privacy, a.retention_class AS retention, a.status AS astatus,
            a.byte_size, c.status AS cstatus, c.done_us, c.fix_us,
+           -- what a reference to it shows besides its words: id, sha256, preview
+           length(a.artifact_id) AS id_chars, length(coalesce(a.sha256, '')) AS sha_chars,
+           length(coalesce(a.result_preview, '')) AS preview_chars,
            c.tool_call_id IS NOT NULL AS has_call
     FROM g_tool_artifacts a
     LEFT JOIN callx c ON c.cid = a.graph_conversation_id AND c.tool_call_id = a.tool_call_id
@@ -177,6 +181,8 @@ pool AS (
            m.owner_model_run_id AS orun, m.visibility_scope AS scope,
            m.privacy_class AS privacy, m.confidence AS conf, m.freshness_class AS fclass,
            epoch_us(m.observed_at) AS obs_us, m.promotion_policy AS promo, m.promoted,
+           epoch_us(m.stale_after) AS stale_after_us,
+           length(coalesce(array_to_string(m.revalidation_tools, ', '), '')) AS tools_chars,
            x.memory_id IS NOT NULL AS missing
     FROM g_tool_memories m
     LEFT JOIN missing x ON x.cid = m.graph_conversation_id AND x.memory_id = m.memory_id
@@ -209,6 +215,9 @@ SELECT p.cid, p.kind, p.rid, p.grp_run,
        {_code('p.promo', ENUMS['promotion_policy'])} AS promo,
        coalesce(p.promoted, false) AS promoted,
        coalesce(p.missing, false) AS missing,
+       p.stale_after_us, coalesce(p.tools_chars, 0)::BIGINT AS tools_chars,
+       coalesce(p.id_chars, 0)::BIGINT AS id_chars, coalesce(p.sha_chars, 0)::BIGINT AS sha_chars,
+       coalesce(p.preview_chars, 0)::BIGINT AS preview_chars,
        coalesce(p.role = 'assistant', false) AS assistant
 FROM pool p
 LEFT JOIN runs r ON r.cid = p.cid AND r.model_run_id = p.orun
@@ -627,6 +636,11 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
         "fclass": col("fclass", -1).astype(np.int64), "age_us": at - col("obs_us", 0),
         "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
         "missing": col("missing", False), "assistant": col("assistant", False),
+        "obs_us": col("obs_us", 0), "obs_valid": _valid(src.column("obs_us"))[srcidx],
+        "stale_after_us": col("stale_after_us", 0),
+        "stale_after_valid": _valid(src.column("stale_after_us"))[srcidx],
+        "tools_chars": col("tools_chars"), "id_chars": col("id_chars"),
+        "sha_chars": col("sha_chars"), "preview_chars": col("preview_chars"),
         "said_by_me": people(src.column("mpart"))[srcidx] == me,
         **{name: rank[srcidx] for name, rank in _source_orders(src).items()},
         "n_src": src.num_rows,
@@ -743,7 +757,7 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
     raw = m5 & is_art & P["raw_blocked"][pol, privacy]
     add(raw, 5, "privacy", "privacy_restricted", True)
     add(m5 & ~raw & blocked_here[a, privacy], 5, "privacy", "provider_restricted", True)
-    hidden45 = ~alive & ((step == 4) | (step == 5))
+    hidden45 = ~alive & np.isin(step, HIDING_STEPS)  # replay.visibility: hidden, not absent
     # 6 contradiction and supersession
     live_mem = alive & is_mem
     superseded = any_edge(sup_src, live_mem[sup_src] & live_mem[sup_dst])
@@ -831,13 +845,12 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
         add(_mask(n, inside[~speaker & same]), 10, "window", "in_window", False)
         add(_mask(n, inside[~speaker & ~same]), 10, "window", "lineage", False)
         rend[inside] = RD["verbatim"]
-    # 11 budget
+    # 11 budget (the rule's one home: replay.policy.effective_budgets)
     budget = P["token_budget"][pidx] if n_a else np.zeros(0, np.int64)
-    budget = np.where(has_limit & (limit < budget), limit, budget)
-    available = budget - (P["reserve"][pidx] if n_a else 0)
+    _, available, _ = effective_budgets(budget, P["reserve"][pidx] if n_a else 0, limit, has_limit)
 
     def shown() -> np.ndarray:
-        return np.where(np.isin(rend, MARKERS), np.minimum(tokens, MARKER_TOKENS), tokens)
+        return _rendered_tokens(cand, rend, step, reason, tokens, P["windows"], pol)
 
     keep = alive & protected
     used = np.bincount(a[keep], weights=shown()[keep], minlength=n_a).astype(np.int64)
@@ -861,12 +874,48 @@ def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
         alive[late] = True
         add(_mask(n, late), 8, "rehydration", "lineage", False)
         rend[late] = RD["reference"]
-        fits = _greedy(a, late, tokens, used, available)
+        fits = _greedy(a, late, shown(), used, available)
         add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
     add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
 
     return _finish(cand, ids, a_of_req, a, tokens, alive, fam, reason,
                    rend, shown(), baseline_tokens)
+
+
+def _rendered_tokens(cand: dict[str, Any], rend: np.ndarray, step: np.ndarray, reason: np.ndarray,
+                     tokens: np.ndarray, windows: np.ndarray, pol: np.ndarray) -> np.ndarray:
+    """Each row's tokens as rendered (``replay.render.rendering_tokens``, from the lengths
+    of the wrapper's columns): the content's tokens plus the wrapper's; a reference, its
+    whole text. A stale marker says "stale since" the policy's window end when its last
+    decision is the freshness stage's mark, else the memory's ``stale_after`` (as the
+    prompt view reads it off the decision's detail)."""
+    out = tokens.copy()
+    rows = np.flatnonzero(rend == RD["stale_marker"])
+    if len(rows):
+        obs = cand["obs_us"][rows]
+        by_window = (step[rows] == 7) & (reason[rows] == R["stale_marker"])
+        window = windows[pol[rows], cand["fclass"][rows]]
+        since = np.where(by_window, obs + window, cand["stale_after_us"][rows])
+        since_valid = np.where(by_window, cand["obs_valid"][rows], cand["stale_after_valid"][rows])
+        chars = stale_marker_length(obs, cand["obs_valid"][rows], since, since_valid,
+                                    cand["tools_chars"][rows])
+        out[rows] += tokens_for_length(chars)
+    rows = np.flatnonzero(rend == RD["revalidation_hint"])
+    if len(rows):
+        out[rows] += tokens_for_length(revalidation_hint_length(cand["tools_chars"][rows]))
+    rows = np.flatnonzero(rend == RD["summary"])
+    if len(rows):
+        out[rows] += tokens_for_length(SUMMARY_LENGTH)
+    rows = np.flatnonzero(rend == RD["reference"])
+    if len(rows):
+        chars = reference_length(cand["id_chars"][rows], cand["sha_chars"][rows])
+        out[rows] = tokens_for_length(chars + cand["preview_chars"][rows])
+    return out
+
+
+def _valid(column: Any) -> np.ndarray:
+    """Where an Arrow column is not null."""
+    return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _outweighed(rows: np.ndarray, src: np.ndarray, dst: np.ndarray, a: np.ndarray,

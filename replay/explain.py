@@ -1,19 +1,26 @@
 """The why-sentence: one plain sentence saying why a record was in or out of a prompt.
 
-``explain`` reads only what the store recorded (the record's final decision, its decision
-trace, the record itself and its provenance chain); it never guesses a cause that was not
-recorded. For an omission it adds what would have changed the outcome when the record says
-so (tokens short, stale since, superseded by, the deciding policy family).
+``explain`` reads what the store recorded (the record's final decision, its decision
+trace, the record itself and its provenance chain): the cause it names is the step that
+decided the final row. What a policy change would do is said only from a replay that did
+it (``Prover``: ``candidate_changes`` by the deciding step, each replayed once per
+request; a change that flips the record names its policy key, one that only moves it to
+another reason says where it ends up); nothing else in a sentence says "would".
+tests/unit/test_why_proof.py replays every named change of the sample's sentences under
+every policy version and of generated graphs.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .policy import is_runtime_version, runtime_rule
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .policy import Policy
+    from .policy import EffectiveBudget, Policy
     from .snapshot import Request, Snapshot
 
 KIND_NAMES = {
@@ -51,6 +58,12 @@ INCLUDED_PHRASES = {
     "speaker_context": "it attributes what another participant said",
     "elided": "the runtime cleared this old tool output in place and sent a placeholder "
               "instead",
+}
+
+# A reason whose cause depends on the step that decided it (its family)
+INCLUDED_BY_STEP = {
+    ("contradiction", "stale_marker"): "a newer memory replaces it that this request may not see, "
+                                       "so it is not presented as current fact",
 }
 
 OMITTED_PHRASES = {
@@ -113,9 +126,9 @@ RAW_RENDERINGS = ("verbatim", "rehydrated_raw")
 
 
 def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, Any] | None) -> str | None:
-    """The dotted policy key that decided ``rec``'s outcome, where changing that one key
-    flips it (tests/unit/test_counterfactual.py holds this true on the sample); None when no
-    single key does, or when the request was observed (no policy)."""
+    """The dotted policy key of the family that decided ``rec``'s outcome, unreplayed (what
+    to look at in the policy; ``Prover`` says whether changing it flips the record); None
+    when no single key is that family's, or when the request was observed (no policy)."""
     if assembly.get("policy_version") == OBSERVED or is_runtime_version(str(assembly.get("policy_version"))):
         return None  # a runtime's own rule (its keys are said in the sentence)
     reason = rec.get("reason_code") or ""
@@ -135,21 +148,60 @@ def policy_key(assembly: dict[str, Any], rec: dict[str, Any], record: dict[str, 
     return POLICY_KEYS.get(reason)
 
 
-_HUGE = 10**9
-_UNSET: Any = object()
+# --------------------------------------------------------------------------- proven counterfactuals
+# A why-sentence names a policy change only with the replay that shows what it does: the
+# change is applied to the policy, the request re-assembled, and the record's row read
+# back. ``Prover`` does this for the records of one request under one policy, one replay
+# per distinct change (a sentence asks about one record; a panel walking the records of
+# an assembly reuses the replays).
 
 
-def _policy_value(policy: "Policy", key: str) -> Any:
+@dataclass(frozen=True)
+class Counterfactual:
+    """One replayed policy change and what it did to one record."""
+
+    key: str  # the dotted policy key changed
+    value: Any  # its value in the replay
+    was: Any  # its value under the policy explained
+    decision: str  # the record's row in the replay
+    rendering: str | None
+    reason_code: str
+    flips: bool  # the decision or the rendering differs from the explained row
+
+    def clause(self) -> str:
+        """The sentence that says it: parseable, so a test can replay it on its own."""
+        return (f"With {self.key} set to {_json(self.value)} (instead of {_json(self.was)}), "
+                f"a replay {'' if self.flips else 'still '}{outcome_phrase(self.decision, self.rendering, self.reason_code)}.")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def outcome_phrase(decision: str, rendering: str | None, reason_code: str) -> str:
+    """What a replay did with a record, in a few words."""
+    if decision == "included":
+        return f"includes it as {RENDERING_PHRASES.get(rendering or '', rendering)}"
+    return f"omits it, because {OMITTED_PHRASES.get(reason_code, reason_code.replace('_', ' '))}"
+
+
+def policy_value(policy: "Policy", key: str) -> Any:
+    """The value of a dotted policy key (``privacy.providers.<p>.blocked_classes``: the
+    provider's list, [] when the policy has no rule for it)."""
     family, _, rest = key.partition(".")
     section = getattr(policy, family)
     if family == "privacy" and rest.startswith("providers."):
         _, provider, field = rest.split(".")
         rule = section.providers.get(provider)
-        return getattr(rule, field) if rule is not None else None
-    return getattr(section, rest)
+        return list(getattr(rule, field)) if rule is not None else []
+    if family == "freshness" and rest in _FRESH_CLASSES:
+        return section.window(rest)
+    value = getattr(section, rest)
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def _with_value(policy: "Policy", key: str, value: Any) -> "Policy":
+def with_value(policy: "Policy", key: str, value: Any) -> "Policy":
+    """``policy`` with the dotted ``key`` set to ``value``."""
     family, _, rest = key.partition(".")
     section = getattr(policy, family)
     if family == "privacy" and rest.startswith("providers."):
@@ -161,65 +213,177 @@ def _with_value(policy: "Policy", key: str, value: Any) -> "Policy":
     return policy.model_copy(update={family: section})
 
 
-def counterfactual_policy(policy: "Policy", key: str, rec: dict[str, Any],
-                          record: dict[str, Any] | None) -> "Policy | None":
-    """``policy`` with ``key`` changed in the direction that would flip ``rec``: a switch is
-    turned over, a window or budget opened (or, for what it let in, closed), a class or state
-    taken off a list, a mode swapped. None when the key has no such change."""
+_FRESH_CLASSES = ("volatile", "session", "bounded", "durable", "permanent")
+_HIDING_KEYS = {"participant_private": "ownership.participant_isolation",
+                "audit_only": "visibility.audit_only_excluded"}
+
+
+def _provider_key(policy: "Policy", provider: str | None) -> str | None:
+    name = (provider or "").lower()
+    return name if name in policy.privacy.providers else None
+
+
+def candidate_changes(policy: "Policy", request: "Request", rec: dict[str, Any],
+                      record: dict[str, Any] | None, records: list[dict[str, Any]],
+                      graph: "Snapshot | None" = None) -> list[tuple[str, Any]]:
+    """The policy changes that could flip ``rec`` (its final row under ``policy``), most
+    direct first, each (dotted key, value); decided by the step that decided the row
+    (its reason and family). ``records``: every final row of the same assembly (the sizes
+    a budget or a window must reach). Replays say which of them do flip it."""
+    from .policy import effective_budget
+
     record = record or {}
-    try:
-        now = _policy_value(policy, key)
-    except AttributeError:
-        return None
+    reason = rec.get("reason_code") or ""
+    family = rec.get("policy_family") or ""
     included = rec.get("decision") == "included"
-    if isinstance(now, bool):
-        value: Any = not now
-    elif key == "window.max_messages":
-        value = 0 if included else _HUGE
-    elif key in ("budget.token_budget", "rehydration.byte_budget"):
-        value = _HUGE
-    elif key == "freshness.broken_provenance":
-        value = "omit" if now == "mark" else "mark"
-    elif key.startswith("freshness."):
-        value = 0 if rec.get("rendering") == "compact_memory" else None
-    elif key == "contradiction.supersession":
-        value = "keep_both" if now == "omit_obsolete" else "omit_obsolete"
-    elif key == "ownership.child_promotion":
-        value = "never" if included else "auto"
-    elif key == "rehydration.trigger":
-        value = "never" if now == "exact_evidence" else "exact_evidence"
-    elif key.endswith("blocked_classes") and isinstance(now, list):
-        value = [c for c in now if c != record.get("privacy_class")]
-    elif key == "retention.removed_classes":
-        value = [c for c in now if c != record.get("retention_class")]
-    elif key == "recovery.protected_states":
-        value = []
-    else:
-        return None
-    return _with_value(policy, key, value)
+    cls = record.get("privacy_class")
+    out: list[tuple[str, Any]] = []
+
+    def minus(key: str, item: Any) -> None:
+        now = policy_value(policy, key)
+        if isinstance(now, list) and item in now:
+            out.append((key, [c for c in now if c != item]))
+
+    def flip(key: str, value: Any) -> None:
+        if policy_value(policy, key) != value:
+            out.append((key, value))
+
+    detail = rec.get("detail") or ""
+    if not included:
+        if reason == "over_budget":
+            budget = effective_budget(policy, request.context_limit)
+            if budget.capped_by != "context_limit":
+                flip("budget.token_budget",
+                     policy.budget.token_budget + sum(int(r.get("tokens") or 0) for r in records))
+            flip("budget.reserve_tokens", 0)
+        elif reason == "outside_window":
+            flip("window.max_messages", sum(r["record_kind"] == "message" for r in records))
+        elif reason == "sibling_branch":
+            flip("branch.lineage_only", False)
+        elif reason == "participant_private":
+            flip("ownership.participant_isolation", False)
+        elif reason == "audit_only":
+            flip("visibility.audit_only_excluded", False)
+        elif reason == "child_not_promoted":
+            flip("ownership.child_promotion", "auto")
+        elif reason == "privacy_restricted":
+            minus("privacy.raw_blocked_classes", cls)
+        elif reason == "provider_restricted" and (p := _provider_key(policy, request.provider)):
+            minus(f"privacy.providers.{p}.blocked_classes", cls)
+        elif reason == "retention_removed":
+            minus("retention.removed_classes", record.get("retention_class"))
+        elif reason == "stale" and record.get("freshness_class"):
+            flip(f"freshness.{record['freshness_class']}", None)
+            flip("freshness.stale_action", "mark")
+        elif reason == "superseded" and "may not see" in detail:
+            flip("freshness.stale_action", "mark")
+        elif reason == "superseded":
+            flip("contradiction.supersession", "keep_both")
+        elif reason == "redundant" and family == "contradiction":
+            flip("contradiction.show_both_sides", True)
+        elif reason == "broken_provenance":
+            flip("freshness.broken_provenance", "mark")
+        elif reason == "byte_budget_exceeded":
+            arts = {a["artifact_id"]: a for a in (graph.tables.get("tool_artifacts", []) if graph else [])}
+            need = sum(int(arts[a]["byte_size"]) for a in request.exact_evidence_ids if a in arts)
+            flip("rehydration.byte_budget", policy.rehydration.byte_budget + max(need, int(record.get("byte_size") or 0)))
+        elif reason == "raw_replaced_by_memory" and rec.get("record_id") in request.exact_evidence_ids:
+            flip("rehydration.trigger", "exact_evidence")
+        return out
+    if reason in ("in_window", "speaker_context") or (reason == "lineage" and family == "window"):
+        flip("window.max_messages", 0)
+    elif reason == "compact_memory" and record.get("freshness_class"):
+        flip(f"freshness.{record['freshness_class']}", 0)
+    elif reason == "stale_marker" and family == "contradiction":
+        # a hidden replacement: shown, it supersedes this memory; or the stale action omits it
+        m = re.search(r"superseded by (\S+), which this request may not see \((\w+)\)", detail)
+        if m and graph is not None:
+            newer = next((n for n in graph.tables.get("tool_memories", []) if n["memory_id"] == m.group(1)), None)
+            hiding = m.group(2)
+            if hiding == "provider_restricted" and newer and (p := _provider_key(policy, request.provider)):
+                minus(f"privacy.providers.{p}.blocked_classes", newer["privacy_class"])
+            elif hiding in _HIDING_KEYS:
+                flip(_HIDING_KEYS[hiding], False)
+        flip("freshness.stale_action", "omit")
+    elif reason == "stale_marker" and rec.get("rendering") == "revalidation_hint":
+        flip("freshness.broken_provenance", "omit")
+    elif reason == "stale_marker" and record.get("freshness_class"):
+        flip(f"freshness.{record['freshness_class']}", None)
+        flip("freshness.stale_action", "omit")
+    elif reason == "conflict_both_sides":
+        flip("contradiction.show_both_sides", False)
+    elif reason == "conversation_shared":
+        flip("branch.shared_fill", False)
+    elif reason == "promoted_child_output":
+        flip("ownership.child_promotion", "never")
+    elif reason == "rehydrated_exact":
+        flip("rehydration.trigger", "never")
+    elif reason == "recovery_protected":
+        flip("recovery.protected_states", [])
+    return out
+
+
+class Prover:
+    """Replays one request under changes of one policy (each distinct change once) and
+    proves or refutes the counterfactuals of its records."""
+
+    def __init__(self, snapshot: "Snapshot", request: "Request", policy: "Policy",
+                 records: list[dict[str, Any]] | None = None, assembler: Any = None) -> None:
+        from .assembler import get_assembler
+
+        self.snapshot = snapshot
+        self.request = request
+        self.policy = policy
+        self.plugin = assembler if assembler is not None else get_assembler("reference")
+        self.records = records if records is not None else self.plugin.assemble(snapshot, request, policy).records
+        self._replays: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+
+    def replay(self, key: str, value: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        """The final rows of the request replayed with ``key`` set to ``value``."""
+        memo = (key, _json(value))
+        if memo not in self._replays:
+            out = self.plugin.assemble(self.snapshot, self.request, with_value(self.policy, key, value))
+            self._replays[memo] = {(r["record_kind"], r["record_id"]): r for r in out.records}
+        return self._replays[memo]
+
+    def counterfactuals(self, rec: dict[str, Any], record: dict[str, Any] | None) -> list[Counterfactual]:
+        """The replayed candidate changes of ``rec``: those that flip it, and the first one
+        that does not but moves it to another reason (what a wider window then runs into)."""
+        out: list[Counterfactual] = []
+        moved = None
+        base = next((r for r in self.records if r["record_kind"] == rec["record_kind"]
+                     and r["record_id"] == rec["record_id"]), None)
+        if base is None or (base["decision"], base["rendering"], base["reason_code"]) != (
+                rec.get("decision"), rec.get("rendering"), rec.get("reason_code")):
+            return []  # a row the replay does not reproduce (drift): no replay explains it
+        for key, value in candidate_changes(self.policy, self.request, rec, record, self.records,
+                                            self.snapshot):
+            after = self.replay(key, value).get((rec["record_kind"], rec["record_id"]))
+            if after is None:
+                continue
+            flips = (after["decision"], after["rendering"]) != (rec.get("decision"), rec.get("rendering"))
+            cf = Counterfactual(key, value, policy_value(self.policy, key), after["decision"],
+                                after["rendering"], after["reason_code"], flips)
+            if flips:
+                out.append(cf)
+                break  # the most direct change that flips it is the one named
+            if moved is None and after["reason_code"] != rec.get("reason_code"):
+                moved = cf
+        return ([moved] if moved is not None else []) + out
+
+    def key(self, rec: dict[str, Any], record: dict[str, Any] | None) -> str | None:
+        """The policy key whose change alone flips ``rec`` (replayed), or None."""
+        return next((c.key for c in self.counterfactuals(rec, record) if c.flips), None)
 
 
 def deciding_key(snapshot: "Snapshot", request: "Request", policy: "Policy", rec: dict[str, Any],
                  record: dict[str, Any] | None, assembler: Any = None) -> str | None:
-    """``policy_key`` of ``rec``, kept only when changing that key alone flips the record
-    (its decision or rendering) on a replay of the request: a record that several keys
-    decide (unblocked, it would still be replaced, trimmed or deduplicated) names none."""
-    context = {**request.__dict__, "policy_version": policy.version}
-    key = policy_key(context, rec, record)
-    if key is None:
+    """The policy key whose change alone flips ``rec`` on a replay of the request, or None
+    (one record: ``Prover`` keeps the replays for many)."""
+    if policy_key({**request.__dict__, "policy_version": policy.version}, rec, record) is None \
+            and not candidate_changes(policy, request, rec, record, [], snapshot):
         return None
-    changed = counterfactual_policy(policy, key, rec, record)
-    if changed is None:
-        return None
-    from .assembler import get_assembler
-
-    plugin = assembler if assembler is not None else get_assembler("reference")
-    out = plugin.assemble(snapshot, request, changed)
-    after = next((r for r in out.records if r["record_kind"] == rec["record_kind"]
-                  and r["record_id"] == rec["record_id"]), None)
-    if after is None or (after["decision"], after["rendering"]) != (rec.get("decision"), rec.get("rendering")):
-        return key
-    return None
+    return Prover(snapshot, request, policy, assembler=assembler).key(rec, record)
 
 
 def _provenance_clause(kind: str, provenance: list[dict[str, Any]]) -> str:
@@ -279,18 +443,27 @@ def _included_in(others: list[dict[str, Any]] | None, kind: str, rid: str) -> di
     return None
 
 
-def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: str,
-                    assembly: dict[str, Any], others: list[dict[str, Any]] | None) -> str:
+def _omission_facts(rec: dict[str, Any], record: dict[str, Any] | None, policy: str,
+                    assembly: dict[str, Any], others: list[dict[str, Any]] | None,
+                    budget: "EffectiveBudget | None") -> str:
+    """What the trace and the record say about an omission: facts only. What a policy
+    change would do is said by a replayed ``Counterfactual`` (``Prover``), never here."""
     reason = rec.get("reason_code")
     detail = (rec.get("detail") or "").strip()
     record = record or {}
     if reason == "over_budget":
-        return f"It needed {rec.get('tokens', 0)} tokens" + (f" ({detail})" if detail else "") + "; a larger token budget or a smaller prompt would have let it in."
+        s = f"It needed {rec.get('tokens', 0)} tokens" + (f" ({detail})" if detail else "") + "."
+        if budget is not None and budget.has_budget:
+            cap = (f"the model's context limit, below policy {budget.policy_version}'s {budget.policy_budget:,}"
+                   if budget.capped_by == "context_limit" else f"policy {budget.policy_version}'s")
+            s += (f" The effective token budget is {budget.budget:,} ({cap}); reserve "
+                  f"{budget.reserve_tokens:,}, {budget.available:,} available.")
+        return s
     if reason == "stale":
         # the policy window's date, as the freshness stage wrote it ("stale since T (class, Nh window)")
         tools = ", ".join(record.get("revalidation_tools") or [])
         s = f"It has been {detail}" if detail.startswith("stale since") else "It is stale"
-        return s + (f"; revalidating with {tools} would refresh it." if tools else "; a fresh observation would refresh it.")
+        return s + (f"; its revalidation tools: {tools}." if tools else ".")
     if reason == "superseded":
         if not detail.startswith("superseded by"):
             by = record.get("superseded_by")
@@ -305,27 +478,51 @@ def _counterfactual(rec: dict[str, Any], record: dict[str, Any] | None, policy: 
         return _sentence(f"It is {detail}; the replacement is the current fact")
     if reason == "privacy_restricted":
         cls = record.get("privacy_class")
-        return (f"Its class {cls} is blocked as raw under policy {policy}" if cls else f"Blocked as raw under policy {policy}") + "; only an explicit policy change would send it raw."
+        return (f"Its class {cls} is blocked as raw under policy {policy}." if cls
+                else f"Blocked as raw under policy {policy}.")
     if reason == "provider_restricted":
         cls = record.get("privacy_class")
         provider = assembly.get("provider") or "this provider"
         what = f"{cls} data" if cls else "its privacy class"
-        return (f"Policy {policy} sends no {what} to {provider}, raw or summarised; only an explicit "
-                "policy change would send it.")
+        return f"Policy {policy} sends no {what} to {provider}, raw or summarised."
     if reason == "raw_replaced_by_memory":
         mid = detail.split()[-1] if detail.startswith("replaced by compact memory") else None
         if mid:
             return f"Compact memory {mid}, derived from it, is in the prompt in its place."
         return _sentence(detail)
     if reason == "byte_budget_exceeded":
-        return f"It has {record.get('byte_size', '?')} bytes; a larger rehydration byte budget would have let it in."
-    if reason == "broken_provenance":
-        return "Repairing its provenance (restoring the missing source) would make it eligible again."
-    if reason == "child_not_promoted":
-        return "Promoting the child's output would make it visible to the parent."
-    if reason == "outside_window":
-        return "A wider window would have kept it."
+        return f"It has {record.get('byte_size', '?')} bytes ({detail})." if detail else \
+            f"It has {record.get('byte_size', '?')} bytes."
     return _sentence(detail)
+
+
+def _source_clause(record: dict[str, Any] | None, rid: str, others: list[dict[str, Any]]) -> str:
+    """What became of a compact memory's raw sources in the same prompt, as the trace says:
+    "the memory sufficed" only when every source was replaced by this memory."""
+    sources = list((record or {}).get("source_artifact_ids") or [])
+    if not sources:
+        return ""
+    rows = {o["record_id"]: o for o in others if o.get("record_kind") == "tool_artifact"}
+    parts: list[str] = []
+    replaced = True
+    for a in sources:
+        o = rows.get(a)
+        if o is None:
+            replaced = False
+            parts.append(f"its source artifact {a} was not a candidate")
+        elif o.get("decision") == "included":
+            replaced = False
+            parts.append(f"its source artifact {a} is also in the prompt as "
+                         f"{RENDERING_PHRASES.get(o.get('rendering') or '', o.get('rendering'))}")
+        elif o.get("reason_code") == "raw_replaced_by_memory" and (o.get("detail") or "").endswith(f" {rid}"):
+            parts.append(f"it replaces its source artifact {a}")
+        else:
+            replaced = False
+            why = OMITTED_PHRASES.get(o.get("reason_code") or "", (o.get("reason_code") or "").replace("_", " "))
+            parts.append(f"its source artifact {a} is not sent raw because {why}")
+    if replaced:
+        return "; raw not rehydrated because the memory sufficed"
+    return "; " + ", ".join(parts)
 
 
 # the runtime key that decides a record's outcome under a runtime policy, by family and reason
@@ -374,16 +571,24 @@ def explain(
     decisions: list[dict[str, Any]],
     provenance: list[dict[str, Any]],
     others: list[dict[str, Any]] | None = None,
-    key: str | None = _UNSET,
+    key: str | None = None,
+    counterfactuals: "list[Counterfactual] | None" = None,
+    budget: "EffectiveBudget | None" = None,
 ) -> str:
-    """One sentence (two for omissions) on why ``rec`` was included or omitted.
+    """One sentence (two or three for omissions) on why ``rec`` was included or omitted.
 
+    The cause is the step that decided the record's final row (its reason, in its family).
     ``others`` are the final rows of every record of the same assembly (same side): what a
     sentence about another record (a memory's raw source, a replacement) needs to be true.
-    Without them, nothing is said about other records' decisions. ``key`` is the deciding
-    policy key when the caller checked it (``deciding_key``); by default ``policy_key``."""
-    if key is _UNSET:
-        key = policy_key(assembly, rec, record)
+    Without them, nothing is said about other records' decisions. ``counterfactuals``
+    (``Prover.counterfactuals``) are the policy changes replayed for this record: each is
+    said with what the replay did, and the first that flips the record names the deciding
+    policy key; no other change is named. ``key``: a deciding key checked by the caller
+    (without counterfactuals). ``budget``: the request's effective budget (an omission for
+    budget says it)."""
+    said = list(counterfactuals or [])
+    if counterfactuals is not None:
+        key = next((c.key for c in said if c.flips), None)
     kind = rec["record_kind"]
     rid = rec["record_id"]
     name = f"{KIND_NAMES.get(kind, kind)} {rid}"
@@ -392,43 +597,36 @@ def explain(
         return _observed(assembly, rec, name)
     reason = rec.get("reason_code") or ""
     family = rec.get("policy_family") or ""
+    replayed = " ".join(c.clause() for c in said)
+    if key:
+        replayed = f"{replayed} Decided by policy key {key}.".strip()
     broken_sources = [
         p["id"] for p in provenance
         if p.get("broken") and p.get("kind") == "tool_artifact" and p.get("depth", 1) == 1
     ]
     if rec.get("decision") == "included":
         rendering = RENDERING_PHRASES.get(rec.get("rendering") or "", rec.get("rendering") or "")
-        why = INCLUDED_PHRASES.get(reason, reason.replace("_", " "))
-        if broken_sources and rec.get("rendering") in ("stale_marker", "revalidation_hint"):
+        why = INCLUDED_BY_STEP.get((family, reason)) or INCLUDED_PHRASES.get(reason, reason.replace("_", " "))
+        if broken_sources and rec.get("rendering") in ("stale_marker", "revalidation_hint") \
+                and family == "freshness":
             why = "its source evidence is missing (broken provenance), so it is not presented as current fact"
         sentence = (
             f"Included {name} as {rendering}{_provenance_clause(kind, provenance)}"
             f"{_scope_clause(assembly, record)}, because {why}, under policy {policy}"
         )
         if kind == "tool_memory" and rec.get("rendering") == "compact_memory" and others is not None:
-            sources = list((record or {}).get("source_artifact_ids") or [])
-            raw = [(a, o["rendering"]) for a in sources
-                   if (o := _included_in(others, "tool_artifact", a)) is not None
-                   and o.get("rendering") in RAW_RENDERINGS]
-            if raw:
-                sentence += "; " + ", ".join(
-                    f"its source artifact {a} is also in the prompt as {RENDERING_PHRASES[r]}"
-                    for a, r in raw)
-            else:
-                sentence += "; raw not rehydrated because the memory sufficed"
+            sentence += _source_clause(record, rid, others)
         detail = (rec.get("detail") or "").strip()
         if detail and reason in ("compact_memory", "stale_marker", "recovery_protected", "rehydrated_exact"):
             sentence += f" ({detail})"
-        return sentence + "." + (f" Decided by policy key {key}." if key else "")
+        return f"{sentence}. {replayed}".strip()
     why = OMITTED_PHRASES.get(reason, reason.replace("_", " "))
     sentence = (
         f"Omitted {name}{_provenance_clause(kind, provenance)}{_scope_clause(assembly, record)},"
         f" because {why} ({family} stage, policy {policy})."
     )
-    after = _counterfactual(rec, record, policy, assembly, others)
+    after = _omission_facts(rec, record, policy, assembly, others, budget)
     if not after and decisions:
         last = decisions[-1]
         after = _sentence(last.get("detail") or "")
-    if key:
-        after = f"{after} Decided by policy key {key}.".strip()
-    return f"{sentence} {after}".strip()
+    return " ".join(p for p in (sentence, after, replayed) if p)

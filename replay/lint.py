@@ -58,7 +58,8 @@ SAFETY_RULES: dict[str, str] = {
     "sibling_branch": "a record from a branch off the assembly's lineage was included",
     "foreign_private": "another participant's private record was included",
     "audit_only_included": "an audit-only record was included",
-    "superseded_included": "a memory was included although its replacement existed",
+    "superseded_included": ("a memory was included although the request could see its replacement, "
+                            "or shown as current although its replacement was hidden from it"),
     "stale_as_current": "a stale memory was included as a current fact",
     "restricted_raw_sent": "a raw body of a restricted privacy class was sent",
 }

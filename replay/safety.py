@@ -15,8 +15,13 @@
   artifact or memory whose class the request's **standard policy** blocks for the request's
   provider;
 - ``superseded``: a memory whose replacement (its ``superseded_by``, or a memory whose
-  ``supersedes`` names it) existed at assembly time and was visible to the request (on the
-  lineage or conversation-scoped, not audit-only, not another participant's private record);
+  ``supersedes`` names it) existed at assembly time and was visible to the request; or a
+  memory rendered ``compact_memory`` (a current fact) whose replacement existed but was
+  hidden from the request. Visible and hidden are the assembler's own stages 3-5
+  (``replay.visibility``) under the rules that fail closed (lineage, audit-only, participant
+  isolation) with the standard policy's class blocks: a replacement of a class the
+  standard policy blocks for the provider is hidden, and the stale marker the assembler
+  shows in its place is no finding;
 - ``stale_as_current``: a memory rendered ``compact_memory`` (a current fact) after it went
   stale: after its own ``stale_after`` when the producer set one, else after ``observed_at``
   plus the window of its freshness class under the request's standard policy.
@@ -49,6 +54,7 @@ from ingest.timefmt import sentence_time
 # owners, supersession links); safety reads the same facts so the two cannot disagree.
 from .assembler import _index
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
+from .visibility import RequestView, VisibilityRules
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -115,6 +121,10 @@ class SafetyContext:
         self.ix = _index(snapshot, request.conversation_id)
         self.lineage = self.ix.lineage(request.branch_id)
         standard = standard_policy(registry, request.policy_version)
+        # what the request may see: the assembler's own stages 3-5, under the rules that
+        # fail closed whatever a policy says, with the standard policy's class blocks
+        self.view = RequestView(self.ix, request.branch_id, request.participant_id, request.provider,
+                                VisibilityRules.fail_closed(standard, request.provider))
         self.windows: dict[str, int] = {}
         self.blocked: frozenset[str] = frozenset()
         if standard is not None:
@@ -177,16 +187,15 @@ class SafetyContext:
         return parent is not None and parent["participant_id"] == self.request.participant_id
 
     def visible(self, kind: str, row: dict[str, Any]) -> bool:
-        """Whether the request may see ``row`` (lineage, audit-only, another's private)."""
+        """Whether the request may see ``row``: no stage 3-5 decision of the assembler denies
+        it under the fail-closed rules (``replay.visibility``)."""
+        return self.sight(kind, row)[0] == "visible"
+
+    def sight(self, kind: str, row: dict[str, Any]) -> tuple[str, str | None]:
+        """("visible" | "hidden" | "absent", the deciding reason) of a graph row
+        (``RequestView.sight``)."""
         branch, created = self._placed(kind, row)
-        if not (kind == "tool_memory" and row["visibility_scope"] == "conversation") \
-                and not self.on_lineage(branch, created):
-            return False
-        owner, _run, scope, shared = self._owner(kind, row)
-        if scope == "audit_only":
-            return False
-        me = self.request.participant_id
-        return not (scope == "participant_private" and owner != me and me not in shared)
+        return self.view.sight(kind, row, branch, created)
 
     def stale_since(self, mem: dict[str, Any]) -> dt.datetime | None:
         """When a memory goes stale: its own ``stale_after``, else observed_at plus its
@@ -231,13 +240,25 @@ class SafetyContext:
             out.append(("restricted_raw", f"{cls} data sent to {req.provider}, which policy "
                         f"{req.policy_version} blocks"))
         if kind == "tool_memory":
+            # superseded: by a replacement the request may see (it should have been shown
+            # instead), or, shown as a current fact, by one it may not see (DESIGN.md section
+            # 5: such a memory is a stale marker or omitted); in memory id order, the first
+            found = None
             for newer in self.ix.replaced_by.get(rid, []):
                 n = self.ix.mems.get(newer)
-                if newer == rid or n is None or n["created_at"] > at or not self.visible("tool_memory", n):
+                if newer == rid or n is None or n["created_at"] > at:
                     continue
-                out.append(("superseded", f"superseded by {newer} (created {sentence_time(n['created_at'])}), "
-                            f"visible at the assembly ({sentence_time(at)})"))
-                break
+                seen, why = self.sight("tool_memory", n)
+                if seen == "visible":
+                    found = (newer, f"superseded by {newer} (created {sentence_time(n['created_at'])}), "
+                                    f"visible at the assembly ({sentence_time(at)})")
+                elif seen == "hidden" and rendering == "compact_memory":
+                    found = (newer, f"shown as a current fact, superseded by {newer} (created "
+                                    f"{sentence_time(n['created_at'])}), which this request may not see ({why})")
+                if found is not None:
+                    break
+            if found is not None:
+                out.append(("superseded", found[1]))
             since = self.stale_since(row)
             if rendering == "compact_memory" and since is not None and since < at:
                 out.append(("stale_as_current", f"rendered compact_memory (a current fact) at "

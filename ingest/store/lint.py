@@ -19,9 +19,12 @@ an included record must not be
   child run is exempt (promoted child output);
 - ``audit_only`` (``audit_only_included``);
 - a memory superseded (its ``superseded_by``, or a memory whose ``supersedes`` names it) by a
-  replacement that existed at assembly time and was eligible (on the lineage or
-  conversation-scoped, not audit-only, not another participant's private record)
-  (``superseded_included``);
+  replacement that existed at assembly time and that the request may see, or, rendered
+  ``compact_memory`` (a current fact), by one it may not see (``superseded_included``). What
+  a request may see is ``replay/visibility.py``'s definition (the assembler's stages 3-5
+  under the rules that fail closed) in SQL: on the lineage or conversation-scoped; not
+  audit-only; not private to another participant or to nobody who resolves, unless it is
+  the requester's subagent's; not of a class the recorded policy blocks for the provider;
 - a memory rendered ``compact_memory`` (as a current fact) after it went stale
   (``stale_as_current``): after its own ``stale_after``, else after ``observed_at`` plus the
   window of its freshness class under the assembly's recorded policy version (the caller
@@ -148,6 +151,20 @@ xl AS (
     SELECT x.*, l.branch_id IS NOT NULL AS on_lineage_branch, l.cutoff
     FROM x LEFT JOIN lin l
       ON l.export_id = x.export_id AND l.root = x.asm_branch AND l.branch_id = x.rec_branch
+),
+-- every subagent run with the runs above it (itself at depth 0, its parent at 1, ...),
+-- up to the first run that is no subagent
+sub_up(export_id, conversation_id, start_run, participant, kind, parent, depth) AS (
+    SELECT export_id, conversation_id, model_run_id, participant_id, runtime_kind,
+           parent_model_run_id, 0
+    FROM model_runs WHERE runtime_kind = 'subagent_child'
+    UNION ALL
+    SELECT u.export_id, u.conversation_id, u.start_run, p.participant_id, p.runtime_kind,
+           p.parent_model_run_id, u.depth + 1
+    FROM sub_up u JOIN model_runs p
+      ON p.export_id = u.export_id AND p.conversation_id = u.conversation_id
+     AND p.model_run_id = u.parent
+    WHERE u.kind = 'subagent_child' AND u.depth < 1000
 )
 """
 
@@ -184,38 +201,67 @@ SELECT 'audit_only_included', export_id, assembly_id, record_kind, record_id,
        'audit-only record sent to ' || requester
 FROM xl WHERE scope = 'audit_only'
 UNION ALL
-SELECT 'superseded_included', s.export_id, s.assembly_id, s.record_kind, s.record_id,
-       'superseded by ' || min(newer) || ' (created ' || {newer_at} || '), which existed at the assembly ('
-       || {asm_at} || ')'
+SELECT 'superseded_included', export_id, assembly_id, record_kind, record_id,
+       CASE WHEN bool_or(seen = 'visible')
+            THEN 'superseded by ' || min(newer) FILTER (WHERE seen = 'visible') || ' (created '
+                 || {newer_at} || '), which existed at the assembly (' || {asm_at} || ')'
+            ELSE 'shown as a current fact, superseded by ' || min(newer)
+                 || ', which this request may not see' END
 FROM (
-    SELECT o.*, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
-           n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner,
-           n.owner_model_run_id AS newer_run
-    FROM xl o
-    JOIN tool_memories old ON o.record_kind = 'tool_memory' AND old.export_id = o.export_id
-                          AND old.memory_id = o.record_id
-    JOIN tool_memories n ON n.export_id = old.export_id AND n.memory_id = old.superseded_by
-    UNION ALL
-    SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id,
-           n.owner_model_run_id
-    FROM xl o
-    JOIN (SELECT export_id, memory_id, created_at, branch_id, visibility_scope,
-                 owner_participant_id, owner_model_run_id, unnest(supersedes) AS old_id
-          FROM tool_memories) n
-      ON o.record_kind = 'tool_memory' AND n.export_id = o.export_id AND n.old_id = o.record_id
-) s
-LEFT JOIN lin nl ON nl.export_id = s.export_id AND nl.root = s.asm_branch AND nl.branch_id = s.newer_branch
--- the replacement's owner as for any record: its owner, else its run's participant, and only
--- a participant of the conversation (a private one whose owner does not resolve is hidden)
-LEFT JOIN model_runs nr ON nr.export_id = s.export_id AND nr.model_run_id = s.newer_run
-LEFT JOIN participants np ON np.export_id = s.export_id AND np.conversation_id = s.asm_conversation
-                         AND np.participant_id = coalesce(s.newer_owner, nr.participant_id)
-WHERE s.newer <> s.record_id AND s.newer_at <= s.assembled_at
-  AND s.newer_scope <> 'audit_only'
-  AND NOT (s.newer_scope = 'participant_private' AND np.participant_id IS DISTINCT FROM s.requester)
-  AND (s.newer_scope = 'conversation' OR s.newer_branch IS NULL
-       OR (nl.branch_id IS NOT NULL AND (nl.cutoff IS NULL OR s.newer_at <= nl.cutoff)))
-GROUP BY s.export_id, s.assembly_id, s.record_kind, s.record_id, s.assembled_at
+    -- each replacement as the request sees it (replay/visibility.py, the assembler's stages
+    -- 3-5 under the rules that fail closed): absent (not on the lineage), hidden (audit-only,
+    -- private to another participant or to nobody who resolves, or of a class the recorded
+    -- policy blocks for the provider), else visible (a subagent's record below the
+    -- requester included: promotion decides it later)
+    SELECT s.*,
+           CASE WHEN NOT (s.newer_scope = 'conversation'
+                          OR (nl.branch_id IS NOT NULL AND (nl.cutoff IS NULL OR s.newer_at <= nl.cutoff)))
+                THEN 'absent'
+                WHEN s.newer_scope = 'audit_only'
+                  OR (s.newer_scope = 'participant_private' AND np.participant_id IS NULL)
+                  OR (s.newer_scope = 'participant_private' AND np.participant_id <> s.requester
+                      AND NOT coalesce((
+                          -- the requester's subagent child (or a child's child...): walking up
+                          -- from its run, the first run that is the requester's or no subagent
+                          -- is the requester's, and is not the record's own run
+                          SELECT min(u.depth) FILTER (WHERE u.participant = s.requester) = min(u.depth)
+                                 AND min(u.depth) >= 1
+                          FROM sub_up u
+                          WHERE u.export_id = s.export_id AND u.conversation_id = s.asm_conversation
+                            AND u.start_run = s.newer_run
+                            AND (u.participant = s.requester OR u.kind <> 'subagent_child')), false))
+                  OR list_contains(?::VARCHAR[], s.asm_policy || '/' || s.asm_provider || '/' || s.newer_class)
+                THEN 'hidden' ELSE 'visible' END AS seen
+    FROM (
+        SELECT o.*, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
+               n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner,
+               n.owner_model_run_id AS newer_run, n.privacy_class AS newer_class
+        FROM xl o
+        JOIN tool_memories old ON o.record_kind = 'tool_memory' AND old.export_id = o.export_id
+                              AND old.memory_id = o.record_id
+        JOIN tool_memories n ON n.export_id = old.export_id AND n.memory_id = old.superseded_by
+                            AND n.conversation_id = o.asm_conversation
+        UNION ALL
+        SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id,
+               n.owner_model_run_id, n.privacy_class
+        FROM xl o
+        JOIN (SELECT export_id, conversation_id, memory_id, created_at, branch_id, visibility_scope,
+                     owner_participant_id, owner_model_run_id, privacy_class, unnest(supersedes) AS old_id
+              FROM tool_memories) n
+          ON o.record_kind = 'tool_memory' AND n.export_id = o.export_id AND n.old_id = o.record_id
+         AND n.conversation_id = o.asm_conversation
+    ) s
+    LEFT JOIN lin nl ON nl.export_id = s.export_id AND nl.root = s.asm_branch AND nl.branch_id = s.newer_branch
+    -- the replacement's owner as for any record: its owner, else its run's participant, and
+    -- only a participant of the conversation
+    LEFT JOIN model_runs nr ON nr.export_id = s.export_id AND nr.model_run_id = s.newer_run
+                           AND nr.conversation_id = s.asm_conversation
+    LEFT JOIN participants np ON np.export_id = s.export_id AND np.conversation_id = s.asm_conversation
+                             AND np.participant_id = coalesce(s.newer_owner, nr.participant_id)
+    WHERE s.newer <> s.record_id AND s.newer_at <= s.assembled_at
+) v
+WHERE seen = 'visible' OR (seen = 'hidden' AND rendering = 'compact_memory')
+GROUP BY export_id, assembly_id, record_kind, record_id, assembled_at
 UNION ALL
 SELECT 'stale_as_current', export_id, assembly_id, record_kind, record_id,
        'rendered compact_memory (a current fact) at ' || {asm_at2} || ', stale since '
@@ -292,10 +338,10 @@ def safety_query(where: str, windows: dict[str, dict[str, int]] | None,
                    for p, cls in per.items() for c in cls)
     restricted = sorted(RESTRICTED_PRIVACY)
     sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
-        rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(s.newer_at)"),
-        asm_at=_utc("s.assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
+        rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(newer_at) FILTER (WHERE seen = 'visible')"),
+        asm_at=_utc("assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
     )
-    return sql, [hours, classes, restricted, pairs, restricted]
+    return sql, [hours, classes, pairs, restricted, pairs, restricted]
 
 
 def safety_views(graphs: dict[str, pa.Table], export_id: str, requests: pa.Table,
