@@ -17,7 +17,7 @@ from ingest.timefmt import table_time
 
 from .escapes import READABLE_COLUMNS, strip_sequences
 
-__all__ = ["JsonResults", "cell", "clear_progress", "dumps", "emit_json", "json_default", "print_compare",
+__all__ = ["JsonResults", "budget_sentence", "cell", "clear_progress", "dumps", "emit_json", "json_default", "print_compare",
            "print_diff", "print_table", "progress_printer", "stream_json_array", "stream_table", "vis"]
 
 
@@ -186,6 +186,16 @@ def print_safety(safety: dict[str, Any]) -> None:
             click.echo(f"    {vis(f['finding'])}  {vis(f['record_kind'])} {vis(f['record_id'])}")
 
 
+def budget_sentence(budget: Mapping[str, Any] | None) -> str:
+    """An effective budget's JSON (``EffectiveBudget.to_json``) as its one-line sentence;
+    None (the registry lacks the side's policy version) says so."""
+    from readmodel import EffectiveBudget
+
+    if budget is None:
+        return "token budget unknown (its policy version is not in the registry)"
+    return vis(EffectiveBudget(**budget).sentence())
+
+
 def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
     print_safety(d.get("safety") or {})
     summary = d["summary"]
@@ -197,6 +207,13 @@ def print_diff(d: dict[str, Any], changes_only: bool = True) -> None:
                       "of them in records)")
     click.echo(f"\n{vis(d['a_label'])} -> {vis(d['b_label'])}: tokens {summary['tokens_a']} -> "
                f"{summary['tokens_b']}{in_records}")
+    budget = d.get("budget") or {}
+    for side in ("a", "b"):
+        click.echo(f"  {side.upper()}: {budget_sentence(budget.get(side))}")
+    if summary.get("over_context_window"):
+        limit = (budget.get("b") or {}).get("context_limit")
+        click.echo(f"  over_context_window: B sends {summary['tokens_b']:,} tokens, past the model's "
+                   f"context window of {limit:,}: the request would have failed")
     counts = summary["counts"]
     click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
     rows = []
@@ -239,6 +256,27 @@ def _signed(n: Any) -> str:
     return "-" if n is None else f"{n:+d}" if isinstance(n, int) else str(n)
 
 
+def budget_tally_sentence(entry: Mapping[str, Any]) -> str:
+    """One policy version's budgets over a compare's requests (an entry of
+    ``CompareResult.budget``): its budget and reserve, and where the model's limit capped it."""
+    n = entry["requests"]
+    if not entry["known"]:
+        return f"token budget unknown, not in the registry ({_requests(n)})"
+    if entry["policy_budget"] is None:
+        lo, hi = entry.get("context_limit_min"), entry.get("context_limit_max")
+        window = ("" if lo is None else f"; the model's context window {lo:,}" if lo == hi
+                  else f"; the model's context window {lo:,} to {hi:,}")
+        return f"no token budget, a runtime policy ({_requests(n)}{window})"
+    text = (f"token budget {entry['policy_budget']:,}, reserve {entry['reserve_tokens']:,} "
+            f"({_requests(n)}")
+    if entry["capped"]:
+        text += (f"; the model's context limit is below it in {entry['capped']}, down to "
+                 f"{entry['lowest_budget']:,}")
+    if entry["no_context_limit"]:
+        text += f"; no model context limit recorded in {entry['no_context_limit']}"
+    return text + ")"
+
+
 def print_compare(d: dict[str, Any]) -> None:
     """A compare (``CompareResult.to_json()``): safety first, then the aggregates, the
     token-delta distribution and the most-changed requests."""
@@ -261,6 +299,25 @@ def print_compare(d: dict[str, Any]) -> None:
             for rec in g["records"]:
                 click.echo(f"      {vis(rec['record_kind'])} {vis(rec['record_id'])} "
                            f"({_requests(rec['requests'])})")
+    over = d.get("over_context_window") or {}
+    if over.get("requests"):
+        # after safety, the other finding a reviewer must see: requests that would have failed
+        examples = ", ".join(f"{vis(e['assembly_id'])} ({e['tokens_b']:,} > {e['context_limit']:,})"
+                             for e in over.get("examples") or [])
+        click.echo(f"over_context_window: {_requests(over['requests'])} B sends past the model's "
+                   f"context window (the request would have failed), e.g. {examples}")
+    # each side's token budget (safety first, then what every count below was assembled under)
+    budget = d.get("budget") or {}
+    click.echo("")
+    for side in ("a", "b"):
+        entries = budget.get(side) or []
+        head = f"budget {side.upper()} {vis(d[side])}"
+        if len(entries) == 1 and entries[0]["policy_version"] == d[side]:
+            click.echo(f"{head}: {budget_tally_sentence(entries[0])}")
+            continue
+        click.echo(f"{head}, by policy version:")
+        for entry in entries:
+            click.echo(f"  {vis(entry['policy_version'])}: {budget_tally_sentence(entry)}")
     click.echo(f"\nrequests: {d['requests']} compared, {d['affected']} affected "
                "(what the model receives differs)")
     records = d["records"]
@@ -290,9 +347,11 @@ def print_compare(d: dict[str, Any]) -> None:
             click.echo(f"    {label:>15} {b['count']:>8} {bar}")
     if d["most_changed"]:
         click.echo("\nmost changed:")
-        for line in _table_lines(d["most_changed"], [
-                "assembly_id", "safety_regressions", "safety_fixes", "newly_included",
-                "newly_omitted", "rerendered", "tokens_a", "tokens_b", "delta"]):
+        columns = ["assembly_id", "safety_regressions", "safety_fixes", "newly_included",
+                   "newly_omitted", "rerendered", "tokens_a", "tokens_b", "delta"]
+        if any(e["capped"] for entries in budget.values() for e in entries):
+            columns += ["budget_a", "budget_b"]  # the budget differs by request: each one's
+        for line in _table_lines(d["most_changed"], columns):
             click.echo("  " + line)
 
 

@@ -6,6 +6,7 @@ this package for answers; they format, nothing more.
 
 from replay.compare import CompareCancelled
 from replay.diff import CHANGE_CLASSES
+from replay.policy import EffectiveBudget
 from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
 from .masking import Masker, masked_placeholder
@@ -45,6 +46,7 @@ __all__ = [
     "CompareResult",
     "ConversationView",
     "DiffView",
+    "EffectiveBudget",
     "FieldDifference",
     "SafetyView",
     "Masker",

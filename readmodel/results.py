@@ -13,6 +13,9 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from replay.diff import budgets_json
+from replay.policy import EffectiveBudget
+
 __all__ = [
     "AssemblyView",
     "BisectResult",
@@ -114,13 +117,16 @@ class AssemblyView:
     ``records`` holds every record: included first in prompt order, then omitted by
     reason, kind and id; columns record_kind, record_id, decision, rendering, position,
     policy_family, reason_code, detail, tokens, label, created_at, privacy_class (labels
-    and details masked). ``trace`` holds the policy decisions by step."""
+    and details masked). ``trace`` holds the policy decisions by step. ``budget`` is the
+    effective token budget of the request under its recorded policy version
+    (``replay.policy.effective_budget``), None when the registry lacks that version."""
 
     request: Mapping[str, Any]
     records: pa.Table
     trace: pa.Table
     tokens: TokenAccounting
     masked: int
+    budget: EffectiveBudget | None = None
 
     @property
     def assembly_id(self) -> str:
@@ -181,6 +187,9 @@ class RecordWhy:
     provenance: tuple[ProvenanceLink, ...]
     content: str  # masked, whole: the caller cuts
     privacy_class: str | None
+    # the request's effective token budget under this side's policy version
+    # (replay.policy.effective_budget); None: no such version in the registry
+    budget: EffectiveBudget | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = dict(self.decision or {})
@@ -197,6 +206,7 @@ class RecordWhy:
             "tokens": d.get("tokens"),
             "explanation": self.sentence,
             "policy_key": self.policy_key,
+            "budget": self.budget.to_json() if self.budget is not None else None,
             "privacy_class": self.privacy_class,
             "content": self.content,
             "decisions": [dict(t) for t in self.trace],
@@ -238,6 +248,7 @@ class ReplayView:
     baseline_tokens: int
     included: tuple[Mapping[str, Any], ...]  # prompt order; details masked
     omitted: tuple[Mapping[str, Any], ...]
+    budget: EffectiveBudget | None = None  # the token budget the replay was assembled under
 
 
 @dataclass(frozen=True)
@@ -276,6 +287,10 @@ class DiffView:
     changes: tuple[Mapping[str, Any], ...]  # safety first, then by change class
     safety: SafetyView
     labels: Mapping[tuple[str, str], str]  # (kind, id) -> masked one-line label
+    # each side's effective token budget; None: unknown (a recording under a version the
+    # registry lacks)
+    budget_a: EffectiveBudget | None = None
+    budget_b: EffectiveBudget | None = None
 
     @property
     def changed(self) -> tuple[Mapping[str, Any], ...]:
@@ -288,6 +303,7 @@ class DiffView:
             "summary": dict(self.summary),
             "changes": [dict(c) for c in self.changes],
             "safety": self.safety.to_json(),
+            "budget": budgets_json(self.budget_a, self.budget_b),
         }
 
 
@@ -423,6 +439,12 @@ class CompareResult:
     most_changed: tuple[Mapping[str, Any], ...]
     most_changed_keys: tuple[str, ...]
     out: str | None = None  # the Parquet file of per-request rows, when one was written
+    # per side ("a", "b"), per policy version: its token budget and reserve, and in how many
+    # requests the model's context limit capped it (replay.compare.Comparison.budgets_json)
+    budget: Mapping[str, Any] = field(default_factory=dict)
+    # the requests B sends past the model's context window: {"requests": n, "examples":
+    # [{assembly_id, tokens_b, context_limit}]} (replay.compare.Comparison)
+    over_context_window: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def regressions(self) -> int:
@@ -432,8 +454,9 @@ class CompareResult:
         return {"a": self.a, "b": self.b, "filter": self.filter,
                 "safety": thawed(self.safety), "requests": self.requests,
                 "affected": self.affected, "records": thawed(self.records),
-                "tokens": thawed(self.tokens), "most_changed": thawed(self.most_changed),
-                "out": self.out}
+                "tokens": thawed(self.tokens), "budget": thawed(self.budget),
+                "over_context_window": thawed(self.over_context_window),
+                "most_changed": thawed(self.most_changed), "out": self.out}
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying e
   ``SafetyContext.findings`` on the sample and on generated graphs.
   Each group counts findings per kind of finding, with the requests and records involved
   (the first few of each, so memory stays flat).
+- each side's **effective token budget** (``replay.policy.effective_budget``): per policy
+  version, its budget and reserve, and how many requests the model's context limit capped;
+  each request's own on its per-request row (``budget_a``, ``budget_b``).
 
 The per-request rows (``REQUEST_SCHEMA``) go to ``out`` (a callable taking an Arrow table)
 chunk by chunk as they are computed; ``ParquetOut`` writes them to a Parquet file.
@@ -57,12 +60,13 @@ import pyarrow.compute as pc
 from ingest.errors import ContextlensError
 from ingest.sql import registered, scratch_connection
 from ingest.tags import UNATTRIBUTED_TOKENS, int_tag_column
+from ingest.text import natural_key
 
 from .engine import (
     CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks,
     in_processes, replay_chunk, worker_count,
 )
-from .policy import PolicyRegistry, RuntimePolicy
+from .policy import PolicyRegistry, RuntimePolicy, effective_budgets
 from .safety import FINDING_OF_RULE, graph_findings, standard_blocked, standard_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +91,9 @@ REQUEST_SCHEMA = pa.schema([
     ("tokens_a", pa.int64()), ("tokens_b", pa.int64()), ("delta", pa.int64()),
     ("newly_included", pa.int64()), ("newly_omitted", pa.int64()), ("rerendered", pa.int64()),
     ("safety_regressions", pa.int64()), ("safety_fixes", pa.int64()), ("changed", pa.bool_()),
+    # each side's effective token budget of the request (replay.policy.effective_budget);
+    # null where the side keeps none (a runtime policy) or its version is not in the registry
+    ("budget_a", pa.int64()), ("budget_b", pa.int64()),
 ])
 
 
@@ -338,8 +345,15 @@ class Comparison:
     safety: dict[str, dict[str, _FindingTally]] = field(
         default_factory=lambda: {"regressions": {}, "fixes": {}, "in_recording": {}})
     safety_requests: Counter = field(default_factory=Counter)  # group -> requests with one
+    # side ("a", "b") -> policy version -> its requests' effective budgets
+    budgets: dict[str, dict[str, "_BudgetTally"]] = field(
+        default_factory=lambda: {"a": {}, "b": {}})
     # a partition's comparison: its tallies keep every record, for ``merge``
     partial: bool = False
+    # requests B sends past the model's context window (replay.diff.over_context_window):
+    # how many, and the first few (assembly_id, tokens_b, context_limit)
+    over_window: int = 0
+    over_window_examples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def a_recorded(self) -> bool:
@@ -366,7 +380,12 @@ class Comparison:
             for finding, tally in later.safety[group].items():
                 self.tally(group, finding).merge(tally)
             self.safety_requests[group] += later.safety_requests[group]
+        for side, tallies in later.budgets.items():
+            for version, tally in tallies.items():
+                self.budgets[side].setdefault(version, tally.empty()).merge(tally)
         self.most_changed = sorted(self.most_changed + later.most_changed, key=_rank)[:top]
+        self.over_window += later.over_window
+        self.over_window_examples = (self.over_window_examples + later.over_window_examples)[:EXAMPLES]
 
     def records_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -398,11 +417,21 @@ class Comparison:
         return {
             "a": self.a, "b": self.b, "filter": self.filter,
             "safety": self.safety_json(),
+            "over_context_window": {"requests": self.over_window,
+                                    "examples": [dict(e) for e in self.over_window_examples]},
             "requests": self.requests, "affected": self.affected,
             "records": self.records_json(),
             "tokens": self.tokens_json(),
+            "budget": self.budgets_json(),
             "most_changed": [dict(r) for r in self.most_changed],
         }
+
+    def budgets_json(self) -> dict[str, Any]:
+        """Per side, one entry per policy version (side A the recording: each request's
+        own): its budget and reserve, how many requests, and in how many the model's
+        context limit was below the policy's budget (``capped``, down to ``lowest_budget``)."""
+        return {side: [tallies[v].to_json(v) for v in sorted(tallies, key=natural_key)]
+                for side, tallies in self.budgets.items()}
 
 
 def distribution(deltas: Counter) -> dict[str, Any]:
@@ -762,6 +791,7 @@ def _compare_sides(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
     # what each request sends whatever its records (a transcript's system prompt and
     # tools) is on both sides of it, as replay.service.outside_records counts it for a diff
     outside = int_tag_column(chunk.requests["tags"], UNATTRIBUTED_TOKENS).take(rows["ord"])
+    limits = chunk.requests["context_limit"].cast(pa.int64()).take(rows["ord"])
     rows = pa.table({
         **{name: rows[name].cast(REQUEST_SCHEMA.field(name).type)
            for name in REQUEST_SCHEMA.names[:8]},
@@ -770,8 +800,102 @@ def _compare_sides(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
         "safety_regressions": pc.fill_null(rows["safety_regressions"], 0),
         "safety_fixes": pc.fill_null(rows["safety_fixes"], 0),
         "changed": changed,
+        **{f"budget_{side}": _side_budgets(result, registry, chunk.requests, side, version)
+           .take(rows["ord"]) for side, version in (("a", result.a), ("b", result.b))},
     }, schema=REQUEST_SCHEMA)
+    if result.b != RECORDED:
+        _tally_over_window(result, rows, limits)
     return rows
+
+
+def _tally_over_window(result: Comparison, rows: pa.Table, limits: pa.Array) -> None:
+    """Count the requests B sends past the model's context window (``limits``: each row's
+    recorded context_limit; null: unknown, never marked), as replay.diff marks one."""
+    over = pc.fill_null(pc.greater(rows["tokens_b"], limits), False)
+    n = pc.sum(over.cast(pa.int64())).as_py() or 0
+    if not n:
+        return
+    result.over_window += n
+    if len(result.over_window_examples) < EXAMPLES:
+        found = pa.table({"assembly_id": rows["assembly_id"], "tokens_b": rows["tokens_b"],
+                          "context_limit": limits}).filter(over)
+        result.over_window_examples += found.slice(
+            0, EXAMPLES - len(result.over_window_examples)).to_pylist()
+
+
+@dataclass
+class _BudgetTally:
+    """The effective budgets of one side's requests under one policy version: the
+    policy's budget and reserve (None: a runtime policy, or ``known`` False: not in the
+    registry), how many requests, how many the model's limit capped (the lowest budget
+    that left) and how many recorded no limit."""
+
+    known: bool
+    policy_budget: int | None
+    reserve_tokens: int | None
+    requests: int = 0
+    capped: int = 0
+    no_limit: int = 0
+    lowest: int | None = None
+    limit_min: int | None = None  # the recorded model context limits (windows), lowest
+    limit_max: int | None = None  # and highest
+
+    def empty(self) -> "_BudgetTally":
+        return _BudgetTally(self.known, self.policy_budget, self.reserve_tokens)
+
+    def merge(self, later: "_BudgetTally") -> None:
+        self.requests += later.requests
+        self.capped += later.capped
+        self.no_limit += later.no_limit
+        if later.lowest is not None:
+            self.lowest = later.lowest if self.lowest is None else min(self.lowest, later.lowest)
+        if later.limit_min is not None:
+            self.limit_min = (later.limit_min if self.limit_min is None
+                              else min(self.limit_min, later.limit_min))
+            self.limit_max = (later.limit_max if self.limit_max is None
+                              else max(self.limit_max, later.limit_max))
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        return {"policy_version": version, "known": self.known,
+                "policy_budget": self.policy_budget, "reserve_tokens": self.reserve_tokens,
+                "requests": self.requests, "capped": self.capped,
+                "no_context_limit": self.no_limit, "lowest_budget": self.lowest,
+                "context_limit_min": self.limit_min, "context_limit_max": self.limit_max}
+
+
+def _side_budgets(result: Comparison, registry: PolicyRegistry, requests: pa.Table, side: str,
+                  version: str) -> pa.Array:
+    """Each request's effective token budget on one side (``version``, or each request's
+    recorded one when ``RECORDED``), in ``requests``' order, tallied into ``result``: one
+    numpy pass per policy version (``replay.policy.effective_budgets``)."""
+    n = requests.num_rows
+    limits = requests["context_limit"].cast(pa.int64())
+    has_limit = np.asarray(limits.is_valid(), dtype=bool)
+    limit = np.asarray(pc.fill_null(limits, 0), dtype=np.int64)
+    recorded = requests["policy_version"] if version == RECORDED else None
+    versions = (pc.unique(recorded).to_pylist() if recorded is not None else [version])
+    out = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    for v in versions:
+        rows = (np.asarray(pc.fill_null(pc.equal(recorded, v), False), dtype=bool)
+                if recorded is not None else np.ones(n, dtype=bool))
+        known = recorded is None or v in registry
+        policy = registry.get(v) if known else None
+        budgeted = policy is not None and not isinstance(policy, RuntimePolicy)
+        tally = _BudgetTally(known, policy.budget.token_budget if budgeted else None,  # type: ignore[union-attr]
+                             policy.budget.reserve_tokens if budgeted else None)  # type: ignore[union-attr]
+        tally.requests = int(rows.sum())
+        tally.no_limit = int((rows & ~has_limit).sum())
+        if tally.no_limit < tally.requests:
+            limits_here = limit[rows & has_limit]
+            tally.limit_min, tally.limit_max = int(limits_here.min()), int(limits_here.max())
+        if budgeted and tally.requests:
+            budget, _available, capped = effective_budgets(
+                tally.policy_budget, tally.reserve_tokens, limit[rows], has_limit[rows])
+            out[rows], valid[rows] = budget, True
+            tally.capped, tally.lowest = int(capped.sum()), int(budget.min())
+        result.budgets[side].setdefault(v, tally.empty()).merge(tally)
+    return pa.array(out, pa.int64(), mask=~valid)
 
 
 def compare_partition(store: "Store", registry: PolicyRegistry, a: str, b: str,

@@ -14,6 +14,9 @@ caller passes the request's ``SafetyContext``: ``Diff.safety`` holds the ``regre
 (findings B has and A has not), the ``fixes`` (A has, B has not) and ``in_recording`` (the
 findings of a side that is the recording: leaks in what was actually sent), each entry
 ``record_id``, ``record_kind``, ``finding``. A reviewer sees them first.
+
+``Diff.budget_a`` / ``budget_b`` are the token budgets each side was assembled under
+(``replay.policy.effective_budget``), when the caller knows them.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import TYPE_CHECKING, Any
 from ingest.text import natural_key
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .policy import EffectiveBudget
     from .safety import SafetyContext
 
-__all__ = ["CHANGE_CLASSES", "Diff", "SafetyDelta", "diff_records"]
+__all__ = ["CHANGE_CLASSES", "Diff", "SafetyDelta", "budgets_json", "diff_records",
+           "over_context_window"]
 
 CHANGE_CLASSES = ("newly_included", "newly_omitted", "rendering_changed", "reason_changed",
                   "moved", "unchanged")
@@ -90,6 +95,10 @@ class Diff:
     summary: dict[str, Any]
     changes: list[dict[str, Any]]
     safety: SafetyDelta = field(default_factory=SafetyDelta)
+    # each side's effective token budget (replay.policy.effective_budget); None: unknown
+    # (a recording whose policy version is not in the registry, or not given)
+    budget_a: "EffectiveBudget | None" = None
+    budget_b: "EffectiveBudget | None" = None
 
     @property
     def changed(self) -> list[dict[str, Any]]:
@@ -103,7 +112,14 @@ class Diff:
             "summary": self.summary,
             "changes": self.changes,
             "safety": self.safety.to_json(),
+            "budget": budgets_json(self.budget_a, self.budget_b),
         }
+
+
+def budgets_json(a: "EffectiveBudget | None", b: "EffectiveBudget | None") -> dict[str, Any]:
+    """Both sides' effective budgets as JSON: ``{"a": ..., "b": ...}`` (null: unknown)."""
+    return {"a": a.to_json() if a is not None else None,
+            "b": b.to_json() if b is not None else None}
 
 
 def _side(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -150,7 +166,9 @@ def _classify(ra: dict[str, Any] | None, rb: dict[str, Any] | None, moved: bool)
 def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]],
                  a_label: str = "A", b_label: str = "B", *,
                  context: "SafetyContext | None" = None, a_recorded: bool = False,
-                 b_recorded: bool = False, outside_records: int = 0) -> Diff:
+                 b_recorded: bool = False, outside_records: int = 0,
+                 budgets: "tuple[EffectiveBudget | None, EffectiveBudget | None]" = (None, None),
+                 ) -> Diff:
     """Pair two assemblies' records by (kind, id) and classify every pair.
 
     With ``context`` (the request's SafetyContext) both sides' safety findings are computed
@@ -158,7 +176,9 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
     ``outside_records``: the tokens the request sends whatever its records (a transcript's
     system prompt and tool definitions, ``ingest.tags.UNATTRIBUTED_TOKENS``); the summary's
     tokens count them on both sides, as the request list and replay do, and
-    ``record_tokens_a`` / ``_b`` are what the records alone add up to."""
+    ``record_tokens_a`` / ``_b`` are what the records alone add up to. ``budgets``: each
+    side's effective token budget (``replay.policy.effective_budget``), carried to the
+    result for the views that explain it."""
     a = {(r["record_kind"], r["record_id"]): r for r in a_records}
     b = {(r["record_kind"], r["record_id"]): r for r in b_records}
     rank_a, rank_b = _common_ranks(a, b)
@@ -193,5 +213,17 @@ def diff_records(a_records: list[dict[str, Any]], b_records: list[dict[str, Any]
         "included_a": len(inc_a),
         "included_b": len(inc_b),
         "safety": len(safety.regressions),
+        # B (a replay) sends more than the model's context window: the request would have
+        # failed (B's budget names the window: the request's context_limit)
+        "over_context_window": over_context_window(record_tokens[1] + outside_records,
+                                                   budgets[1], b_recorded),
     }
-    return Diff(a_label, b_label, summary, changes, safety)
+    return Diff(a_label, b_label, summary, changes, safety, *budgets)
+
+
+def over_context_window(tokens: int, budget: "EffectiveBudget | None", recorded: bool = False) -> bool:
+    """True when a replay's request of ``tokens`` is past the model's context window (the
+    request's ``context_limit``, on its effective budget): the provider would have refused
+    it. A recording is never marked: it was sent."""
+    limit = budget.context_limit if budget is not None else None
+    return not recorded and limit is not None and tokens > limit

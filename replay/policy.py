@@ -31,6 +31,7 @@ from ingest.text import natural_key
 
 __all__ = [
     "DESCRIPTIONS",
+    "EffectiveBudget",
     "RUNTIMES",
     "RUNTIME_RULES",
     "RuntimePolicy",
@@ -44,6 +45,8 @@ __all__ = [
     "load_policy",
     "load_registry",
     "flatten",
+    "effective_budget",
+    "effective_budgets",
 ]
 
 PrivacyClass = Literal[
@@ -331,6 +334,103 @@ RUNTIME_RULES = {
 def runtime_rule(version: str) -> str | None:
     """The sentence saying what ``version``'s runtime does with the history, or None."""
     return RUNTIME_RULES.get(version.split(":", 1)[0])
+
+
+# --------------------------------------------------------------------------- the effective budget
+# The one home of the budget rule (DESIGN.md section 5, "Budget"): the reference assembler's
+# step 11 and the columnar engine both take their budget from here, and every view that
+# explains an assembly shows this answer.
+
+BUDGET_CAPS = ("policy", "context_limit")  # what set a request's effective budget
+
+
+@dataclass(frozen=True)
+class EffectiveBudget:
+    """The token budget a request is assembled under: the policy's ``budget.token_budget``,
+    never more than the model's context limit recorded on the request (``context_limit``),
+    less ``budget.reserve_tokens``; ``available`` is what the records may fill.
+
+    ``capped_by`` says which of the two set ``budget``: ``"context_limit"`` when the model's
+    limit is below the policy's budget, else ``"policy"`` (also when no limit is recorded).
+    A runtime policy (a transcript's ``claude-code``, ``swe-agent``…) keeps no token budget:
+    ``policy_budget``, ``reserve_tokens``, ``budget``, ``available`` and ``capped_by`` are
+    None and ``context_limit`` (the model's window, when recorded) is all that applies."""
+
+    policy_version: str
+    context_limit: int | None  # the model's context window recorded on the request
+    policy_budget: int | None  # budget.token_budget; None: a runtime policy (no budget)
+    reserve_tokens: int | None  # budget.reserve_tokens
+    budget: int | None  # the policy's budget capped by context_limit
+    available: int | None  # budget - reserve_tokens (negative: nothing but protected fits)
+    capped_by: str | None  # "policy" or "context_limit"; None without a budget
+
+    @property
+    def has_budget(self) -> bool:
+        return self.budget is not None
+
+    def sentence(self) -> str:
+        """One line for the command line: the budget, what set it, the reserve and what is
+        left for records; or that the runtime keeps none, with the model's window."""
+        if self.budget is None:
+            window = (f"the model's context window is {self.context_limit:,}"
+                      if self.context_limit is not None else "no model context window recorded")
+            return f"no token budget under {self.policy_version} (a runtime policy); {window}"
+        if self.capped_by == "context_limit":
+            why = f"the model's context limit, below policy {self.policy_version}'s {self.policy_budget:,}"
+        elif self.context_limit is None:
+            why = f"policy {self.policy_version}'s (no model context limit recorded)"
+        else:
+            why = f"policy {self.policy_version}'s, within the model's context limit {self.context_limit:,}"
+        return (f"token budget {self.budget:,}: {why}; reserve {self.reserve_tokens:,}, "
+                f"{self.available:,} available")
+
+    def short(self) -> str:
+        """The same in a few words, for a screen's header line (the side names the policy)."""
+        if self.budget is None:
+            window = (f"model window {self.context_limit:,}" if self.context_limit is not None
+                      else "no model window recorded")
+            return f"none (runtime policy); {window}"
+        if self.capped_by == "context_limit":
+            why = f"model limit; policy {self.policy_budget:,}"
+        elif self.context_limit is None:
+            why = "policy; no model limit recorded"
+        else:
+            why = f"policy; model limit {self.context_limit:,}"
+        return f"{self.budget:,} ({why}) - reserve {self.reserve_tokens:,} = {self.available:,}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy_version": self.policy_version, "context_limit": self.context_limit,
+                "policy_budget": self.policy_budget, "reserve_tokens": self.reserve_tokens,
+                "budget": self.budget, "available": self.available,
+                "capped_by": self.capped_by}
+
+
+def effective_budget(policy: "Policy | RuntimePolicy", context_limit: int | None) -> EffectiveBudget:
+    """The effective budget of a request under ``policy``; ``context_limit`` is the one
+    recorded on the request (``Request.context_limit``, the context_assemblies column), None
+    when not recorded (no cap)."""
+    limit = int(context_limit) if context_limit is not None else None
+    if isinstance(policy, RuntimePolicy):
+        return EffectiveBudget(policy.version, limit, None, None, None, None, None)
+    budget = policy.budget.token_budget
+    capped = limit is not None and limit < budget
+    if capped:
+        budget = limit  # type: ignore[assignment]
+    reserve = policy.budget.reserve_tokens
+    return EffectiveBudget(policy.version, limit, policy.budget.token_budget, reserve, budget,
+                           budget - reserve, "context_limit" if capped else "policy")
+
+
+def effective_budgets(token_budget: Any, reserve_tokens: Any, context_limit: Any,
+                      has_limit: Any) -> tuple[Any, Any, Any]:
+    """``effective_budget`` over numpy columns (one value per request): the policies'
+    token budgets and reserves, the recorded limits and whether one is recorded. Returns
+    (budget, available, capped: the model's limit set the budget)."""
+    import numpy as np
+
+    capped = np.asarray(has_limit, dtype=bool) & (context_limit < token_budget)
+    budget = np.where(capped, context_limit, token_budget)
+    return budget, budget - reserve_tokens, capped
 
 
 # --------------------------------------------------------------------------- helpers

@@ -19,7 +19,7 @@ from ingest.tags import UNATTRIBUTED_TOKENS, int_tag
 
 from .assembler import Assembly, AssemblerPlugin, get_assembler
 from .diff import Diff, diff_records
-from .policy import PolicyRegistry, load_registry
+from .policy import EffectiveBudget, PolicyRegistry, effective_budget, load_registry
 from .safety import SafetyContext
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
 from .verify import VerifyResult, verify
@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["VerifyResult", "clean_records", "diff", "recorded_assembly", "recorded_records", "replay", "token_report", "verify"]
+__all__ = ["VerifyResult", "clean_records", "diff", "recorded_assembly", "recorded_records", "replay",
+           "request_budget", "token_report", "verify"]
 
 _RECORD_KEYS = ("assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
                 "policy_family", "reason_code", "detail", "tokens")
@@ -107,10 +108,23 @@ def diff(store: "Store", assembly_id: str, policy_version: str, against: str = "
     else:
         a_records = plugin.assemble(snapshot, request, reg.get(against)).records
         a_label = f"replay {against}"
+    a_version = row["policy_version"] if against == "recorded" else against
     return diff_records(a_records, b.records, a_label, f"replay {policy_version}",
                         context=SafetyContext(snapshot, request, reg),
                         a_recorded=against == "recorded",
-                        outside_records=outside_records(row))
+                        outside_records=outside_records(row),
+                        budgets=(request_budget(reg, a_version, row),
+                                 request_budget(reg, policy_version, row)))
+
+
+def request_budget(registry: PolicyRegistry, version: str,
+                   row: Mapping[str, Any]) -> EffectiveBudget | None:
+    """The effective token budget of a request (``row``: its context_assemblies row) under
+    ``version`` (``replay.policy.effective_budget``); None when the registry has no such
+    version (a recording made under a policy this registry lacks)."""
+    if version not in registry and not str(version).endswith(".toml"):
+        return None
+    return effective_budget(registry.get(version), row.get("context_limit"))
 
 
 def outside_records(row: Mapping[str, Any]) -> int:

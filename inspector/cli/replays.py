@@ -15,7 +15,7 @@ import click
 from ingest.contract import RECORD_TABLES
 
 from ..console import (
-    JsonResults, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
+    JsonResults, budget_sentence, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, vis,
 )
 from .options import (
@@ -43,6 +43,7 @@ def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: 
         "selection_hash": result.selection_hash,
         "assembled_tokens": result.assembled_tokens,
         "baseline_tokens": result.baseline_tokens,
+        "budget": result.budget.to_json() if result.budget is not None else None,
         "included": [{k: r.get(k) for k in RECORD_FIELDS_INCLUDED} for r in result.included],
         "omitted": [{k: r.get(k) for k in RECORD_FIELDS_OMITTED} for r in result.omitted],
     }
@@ -53,6 +54,7 @@ def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: 
         f"replay of {vis(assembly_id)} under {vis(policy_version)}: {out['assembled_tokens']} tokens "
         f"(history replay {out['baseline_tokens']}), selection {out['selection_hash'][:16]}…"
     )
+    click.echo(budget_sentence(out["budget"]))
     click.echo(f"\nincluded ({len(out['included'])}), in prompt order:")
     print_table(out["included"], RECORD_FIELDS_INCLUDED)
     click.echo(f"\nomitted ({len(out['omitted'])}):")
@@ -198,6 +200,17 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
         sys.exit(1)
 
 
+def _compare_scope(answers: Any, a: str, b: str, flt: Any) -> Any:
+    """The filter a compare runs over (readmodel.applicable): in a store of an export and
+    transcripts, the requests of A's and B's family; what was left out goes to stderr."""
+    from readmodel.applicable import compare_scope
+
+    scope = compare_scope(answers, a, b, flt)
+    if scope.note:
+        click.echo(f"note: {vis(scope.note)}", err=True)
+    return scope.flt
+
+
 def _after_progress(show: Any) -> Any:
     def shown(item: Any) -> None:
         clear_progress()
@@ -209,8 +222,9 @@ def _print_verdict(item: Any) -> None:
     head = (f"{item.verdict.upper().replace('_', ' ')} {vis(item.assembly_id)} "
             f"(policy {vis(item.policy_version)}, assembler {vis(item.assembler_version)})")
     if item.problems:
-        head += f": {'; '.join(item.problems)} (stored {vis(item.recorded_hash[:12])}…, " \
-                f"rows {item.recomputed_hash[:12]}…)"
+        head += f": {'; '.join(item.problems)}"
+        if item.hash_mismatch:
+            head += f" (stored {vis(item.recorded_hash[:12])}…, rows {item.recomputed_hash[:12]}…)"
     elif not item.replayable:
         head += f": no policy {vis(item.policy_version)} to replay it"
     else:
@@ -261,6 +275,8 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
     progress = progress_printer()
     stage = "comparing partitions (ray)" if engine == "ray" else "comparing"
     with _engine_answers(engine, db, exports, policies_dir, address) as answers:
+        if engine != "ray":  # the requests A and B apply to; said when others are left out
+            flt = _compare_scope(answers, a, b, flt)
         result = answers.compare(
             a, b, flt, out=out_file, force=force, reveal=reveal,
             workers=workers,

@@ -34,11 +34,11 @@ from textual_fastdatatable import DataTable
 from ingest.errors import ContextlensError
 from ingest.tags import times_unrecorded
 from ingest.timefmt import table_time
-from readmodel import TokenAccounting
+from readmodel import EffectiveBudget, TokenAccounting
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
-from ..widgets.assembly_view import (AssemblyContent, assembly_content, explain,
+from ..widgets.assembly_view import (AssemblyContent, assembly_content, budget_line, explain,
                                      recorded_tokens_line, token_shape_line)
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import KIND_SHORT, ProvenanceList, RecordDetail, RecordPanel
@@ -163,6 +163,8 @@ class AssemblyScreen(Screen[None]):
         self._walk: list[tuple[str, str]] = []
         self._prompt_requested = False
         self._tokens: TokenAccounting | None = None
+        self._budget: EffectiveBudget | None = None
+        self._loaded = False  # the records (and with them the budget) are in
         self._omitted_rows: list[dict[str, Any]] | None = None
         self._built: set[str] = set()  # tabs whose content has been built
         self._keep_cursors: dict[str, int] | None = None  # restored once records are back
@@ -379,7 +381,11 @@ class AssemblyScreen(Screen[None]):
         header.append(f"  ·  {safe_text(a.get('runtime_kind'))} · {one_line(a.get('participant_id'), 80)}")
         header.append("\n")
         used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
-        header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
+        if self._budget is not None and not self._budget.has_budget:
+            # a runtime policy keeps no budget: the recorded figure is the model's window
+            header.append(f"tokens {used:,} of the {budget:,} model window", style="bold")
+        else:
+            header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
         header.append(f" (baseline {int(a.get('baseline_tokens') or 0):,})")
         header.append(
             f"  ·  {a.get('included_count', '?')} included, {a.get('omitted_count', '?')} omitted"
@@ -391,6 +397,9 @@ class AssemblyScreen(Screen[None]):
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
         header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
+        if self._loaded:
+            header.append("\n")
+            header.append_text(budget_line(self._budget))
         shape = token_shape_line(self._tokens)
         if shape is not None:
             header.append("\n")
@@ -428,6 +437,8 @@ class AssemblyScreen(Screen[None]):
         self.assembly = content.request
         self.membership = content.membership
         self._tokens = content.tokens
+        self._budget = content.budget
+        self._loaded = True
         self._render_header()
         if self._findings is None:
             # once the records are on screen and the cursor stays: never in their way

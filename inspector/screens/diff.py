@@ -28,9 +28,10 @@ from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
-from readmodel import RECORDED, DiffView
+from readmodel import RECORDED, DiffView, EffectiveBudget
 
 from ..widgets.arrow_table import arrow_table
+from ..widgets.assembly_view import budget_line
 from ..widgets.record_panel import KIND_SHORT, decision_summary
 from ..widgets.safe import one_line, safe_text
 
@@ -133,7 +134,29 @@ def diff_header(assembly_id: str, diff: Any) -> Text:
             text.append("  ·  ")
             text.append(f"{name} ", style="dim" if name == "unchanged" else "")
             text.append(str(n), style="dim" if name == "unchanged" else f"bold {CHANGE_STYLES[name]}")
+    for line in budget_lines(diff):
+        text.append("\n")
+        text.append_text(line)
+    if summary.get("over_context_window"):
+        # B would not have been accepted: more than the model's context window
+        text.append("\n")
+        text.append(f"over_context_window: B sends {int(tok_b or 0):,} tokens, past the model's "
+                    "context window: the request would have failed", style="bold red")
     return text
+
+
+def budget_lines(diff: Any) -> list[Text]:
+    """Each side's effective token budget, one line when both read the same; none for a
+    diff that carries no budgets (one computed elsewhere, before they were kept)."""
+    a, b = _get(diff, "budget_a"), _get(diff, "budget_b")
+    if isinstance(diff, dict):  # the JSON form
+        sides = diff.get("budget") or {}
+        a, b = (EffectiveBudget(**sides[k]) if sides.get(k) else None for k in ("a", "b"))
+    if a is None and b is None:
+        return []
+    if a is not None and b is not None and a.short() == b.short():
+        return [budget_line(a, "budget (A and B)")]
+    return [budget_line(a, "budget A"), budget_line(b, "budget B")]
 
 
 SAFETY_GROUPS = (

@@ -12,11 +12,11 @@ import pyarrow.compute as pc
 from rich.text import Text
 
 from ingest.errors import ContextlensError
-from readmodel import AssemblyView, ReadModel, RecordWhy, TokenAccounting
+from readmodel import AssemblyView, EffectiveBudget, ReadModel, RecordWhy, TokenAccounting
 
 from .record_panel import RecordDetail
 
-__all__ = ["AssemblyContent", "assembly_content", "explain", "record_detail",
+__all__ = ["AssemblyContent", "assembly_content", "budget_line", "explain", "record_detail",
            "recorded_tokens_line", "records_display", "token_shape_line"]
 
 SHAPE_WIDTH = 24  # cells of the prompt's stacked bar
@@ -43,6 +43,7 @@ class AssemblyContent:
     tokens: TokenAccounting
     first: tuple[str, str] | None  # the record the cursor starts on
     first_detail: RecordDetail | None  # its panel
+    budget: EffectiveBudget | None = None  # the token budget it was assembled under
 
 
 def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
@@ -60,7 +61,21 @@ def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
     if explain_first and first is not None:
         detail = explain(answers, assembly_id, *first, reveal)
     return AssemblyContent(view.request, included, omitted, trace, membership, tokens,
-                           first, detail)
+                           first, detail, view.budget)
+
+
+def budget_line(budget: EffectiveBudget | None, label: str = "budget") -> Text:
+    """``budget 900 (model limit; policy 6,000) - reserve 500 = 400``: the effective token
+    budget in a few words (``EffectiveBudget.short``), the model's limit in bold where it
+    set the budget; a runtime policy's says it keeps none; an unknown one says so."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{label} ", style="dim")
+    if budget is None:
+        line.append("unknown (the policy version is not in the registry)", style="dim")
+        return line
+    capped = budget.capped_by == "context_limit"
+    line.append(budget.short(), style="bold yellow" if capped else "")
+    return line
 
 
 def explain(answers: ReadModel, assembly_id: str, kind: str, record_id: str,
