@@ -13,9 +13,12 @@ Families (``RUNTIMES``), each a version of the registry (``PolicyRegistry.get``)
   subagent's transcript) since the last compaction, in wire order; records before a
   compaction boundary are omitted (``compacted``); a tool result cleared by a
   microcompaction is sent as its placeholder from then on (``elided``, rendering
-  ``cleared``); the compaction summariser is first sent the parent's history up to the
-  compaction. Keys: ``compaction`` (bool: the session's recorded compactions happen),
-  ``microcompaction`` (bool: its recorded clearings happen).
+  ``cleared``); a response's thinking is sent within its tool-use loop and omitted
+  (``outside_window``) after the next user turn; the compaction summariser is first sent the
+  parent's history up to the compaction (its thinking stripped). Keys: ``compaction`` (bool:
+  the session's recorded compactions happen), ``microcompaction`` (bool: its recorded
+  clearings happen), ``compact_at`` (tokens: also compact before a request that would carry
+  more, measured on the size it would have had, see ``_simulated_cuts``).
 - ``swe-agent``: every history entry, after the trajectory's history processors
   (``ingest.adapters.swe_agent.HistoryProcessors``, the one home of that rule). Keys:
   ``last_n_observations.n``, ``last_n_observations.polling`` (a trajectory without that
@@ -29,7 +32,10 @@ A version is ``<family>`` (each request replayed with the values it ran with) or
 
 Token counts are the transcript's own (calibrated) counts; what the records do not explain
 (the recorded ``unattributed_tokens``: system prompt, tool schemas) is carried over to the
-replay unchanged, so a counterfactual's token delta is what its records change.
+replay unchanged, so a counterfactual's token delta is what its records change. History a
+mid-session log lacks is a record (``history_before_file``), so a what-if compaction drops it
+and ``compaction=false`` sends it again. Whether a replay still fits the model's window is
+``replay.diff.over_context_window``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.adapters.claude_code import THINKING_STRIPPED
 from ingest.adapters.swe_agent import HistoryProcessors
 from ingest.contract import TRANSCRIPT_FACTS, selection_hash, sent_as
 from ingest.errors import ContextlensError
@@ -50,6 +57,9 @@ from .policy import RUNTIME_RULES as RULES, RUNTIMES, RuntimePolicy
 from .snapshot import Request, Snapshot
 
 __all__ = ["assemble_runtime"]
+
+# with compaction=false the session never compacts, so no summary of it is ever written
+NO_COMPACTION = "a compaction's summary: with compaction=false the session never compacts, so it is never written"
 
 # --------------------------------------------------------------------------- the graph
 
@@ -134,46 +144,62 @@ def _history(th: _Threads, thread: str | None, upto: int) -> list[_Rec]:
     return recs[:bisect_right(seqs, upto)]
 
 
-def _simulated_cuts(th: _Threads, thread: str, limit: int, overhead: int,
-                    recorded: bool) -> list[tuple[int, int, str]]:
+def _simulated_cuts(th: _Threads, thread: str, limit: int, recorded: bool,
+                    micro: bool) -> list[tuple[int, int, str]]:
     """Where Claude Code would also have compacted with ``compact_at=limit``: walking the
-    thread's requests in order, a request whose history since the last compaction (plus the
-    chain's fixed overhead) exceeds ``limit`` comes after a compaction of everything the
-    previous request was sent. Each cut: (cut seq: records at or before it are dropped, the
-    seq of the request that triggered it, detail)."""
-    key = ("cuts", thread, limit, overhead, recorded)
+    thread's requests in order, a request that would have carried more than ``limit`` tokens
+    comes after a compaction of everything the previous request was sent.
+
+    The size a request would have had is measured on its real size: what it carried (its
+    recorded input, ``carried``), minus what its recorded records were sent as, plus what
+    the what-if sends of them (the records since its last compaction, cleared results as
+    their placeholders when ``micro``). What no record explains (system prompt, tools, the
+    estimator's error) stays as recorded; history from before the file is a record
+    (``history_before_file``), dropped with the rest. Each cut: (cut seq: records at or
+    before it are dropped, the seq of the request that triggered it, detail)."""
+    key = ("cuts", thread, limit, recorded, micro)
     cached = th.cache.get(key)
     if cached is not None:
         return cached
     recs = [r for r in th.threads.get(thread, []) if not r.boundary]
     seqs = [r.seq for r in recs]
     total = [0, *accumulate(r.tokens for r in recs)]  # tokens of recs[:i]
+    # (seq, cleared from seq, tokens saved) of every result a microcompaction cleared
+    cleared = [(r.seq, int(r.facts["cleared"].get("after", -1)),
+                r.tokens - int(r.facts["cleared"].get("tokens") or 0))
+               for r in recs if isinstance(r.facts.get("cleared"), dict)]
 
-    def tokens(after: int, upto: int) -> int:  # of the records with after < seq <= upto
-        return total[bisect_right(seqs, upto)] - total[bisect_right(seqs, after)]
+    def sent(after: int, upto: int, clearing: bool) -> int:
+        """The tokens the records with after < seq <= upto were sent as."""
+        n = total[bisect_right(seqs, upto)] - total[bisect_right(seqs, after)]
+        if clearing:
+            n -= sum(saved for seq, at, saved in cleared if after < seq <= upto and at <= upto)
+        return n
 
-    bounds = [r.seq for r in th.threads.get(thread, []) if r.boundary] if recorded else []
+    bounds = [r.seq for r in th.threads.get(thread, []) if r.boundary]
     runs = [f for f in th.runs.values() if f.get("thread") == thread and "inherits" not in f]
-    uptos = sorted({int(f.get("upto", -1)) for f in runs})
-    # until the first compaction a request carried what it recorded (with history its file
-    # may lack, and the estimates' error); after one, the overhead and the records since
-    carried: dict[int, int] = {}
+    carried: dict[int, int] = {}  # the largest request made at each point of the thread
     for f in runs:
-        if isinstance(f.get("carried"), int):
-            upto = int(f.get("upto", -1))
-            carried[upto] = max(carried.get(upto, 0), f["carried"])
+        upto = int(f.get("upto", -1))
+        carried[upto] = max(carried.get(upto, 0), int(f.get("carried") or 0))
     cuts: list[tuple[int, int, str]] = []
     cut = -1
-    previous = -1
-    for upto in uptos:
-        cut = max(cut, max((b for b in bounds if b <= upto), default=-1))
-        size = overhead + tokens(cut, upto)
-        if cut < 0:
-            size = max(size, carried.get(upto, 0))
+    # the requests before a mid-session file were sent the history it lacks: a first request
+    # already over the limit comes after a compaction of that history
+    previous = max((r.seq for r in recs if r.facts.get("role") == "history_before_file"), default=-1)
+    for upto in sorted(carried):
+        recorded_cut = max((b for b in bounds if b <= upto), default=-1)
+        if recorded:
+            cut = max(cut, recorded_cut)
+        # the recorded size, less what its records were sent as, plus what the what-if sends
+        base = carried[upto] - sent(recorded_cut, upto, True)
+        size = base + sent(cut, upto, micro)
         if size > limit and previous > cut:
             cut = previous
+            after = base + sent(cut, upto, micro)
             cuts.append((cut, upto, f"dropped by a compaction at {limit:,} tokens (counterfactual: "
-                                    f"the request would have carried {size:,}; its summary is not known)"))
+                                    f"the request would have carried {size:,}, {after:,} after "
+                                    f"it; its summary is not known: counted as empty)"))
         previous = upto
     th.cache[key] = cuts
     return cuts
@@ -204,13 +230,31 @@ def _since_compaction(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], 
     limit = _setting(policy, "compact_at", None)
     upto = int(run.get("upto", -1))
     if run.get("inherits"):
-        # the summariser: the parent's history up to the compaction, since its last one
-        inherited = _history(th, run["inherits"], int(run.get("inherits_upto", -1)))
+        # the summariser: the parent's history up to the compaction, since its last one (a
+        # what-if compaction of the parent before then included: it follows the parent)
+        parent, parent_upto = str(run["inherits"]), int(run.get("inherits_upto", -1))
+        inherited = _history(th, parent, parent_upto)
         cut = max((r.seq for r in inherited if r.boundary), default=-1) if compaction else -1
+        detail = ""
+        if limit is not None:
+            for c, at, d in _simulated_cuts(th, parent, limit, compaction, micro):
+                if at <= parent_upto and c > cut:
+                    cut, detail = c, d
         for r in inherited:
-            if r.seq > cut and not r.boundary:
-                out.included.append((r, "verbatim", "in_window",
-                                     f"{rule} (the summariser is sent the parent's conversation)", r.tokens))
+            if r.boundary:
+                continue
+            if r.seq <= cut:
+                if detail:
+                    out.omitted.append((r, "compacted", detail))
+                continue
+            if not compaction and r.facts.get("compact_summary"):
+                out.omitted.append((r, "not_yet_created", NO_COMPACTION))
+                continue
+            if r.facts.get("role") == "thinking":  # the summariser's request is a new turn
+                out.omitted.append((r, "outside_window", THINKING_STRIPPED))
+                continue
+            out.included.append((r, "verbatim", "in_window",
+                                 f"{rule} (the summariser is sent the parent's conversation)", r.tokens))
     hist = _history(th, run.get("thread"), upto)
     drops: list[_Drop] = []
     if compaction:
@@ -223,14 +267,22 @@ def _since_compaction(policy: RuntimePolicy, th: _Threads, run: dict[str, Any], 
                                    frozenset(str(k) for k in c.get("keeps") or [])))
     if limit is not None and not run.get("inherits"):
         drops += [_Drop(c + 1, d) for c, at, d in _simulated_cuts(
-            th, str(run.get("thread")), limit, overhead, compaction) if at <= upto]
+            th, str(run.get("thread")), limit, compaction, micro) if at <= upto]
     drops.sort(key=lambda d: d.cut)
+    # thinking is sent back only within its tool-use loop (ingest/adapters/claude_code.py)
+    turn = max((r.seq for r in hist if r.facts.get("user_turn")), default=-1)
     for r in hist:
         if r.boundary:
             continue  # an event, not content
         dropper = next((d for d in drops if d.cut > r.seq and r.id not in d.keeps), None)
         if dropper is not None:
             out.omitted.append((r, "compacted", dropper.detail))
+            continue
+        if not compaction and r.facts.get("compact_summary"):
+            out.omitted.append((r, "not_yet_created", NO_COMPACTION))
+            continue
+        if r.seq < turn and r.facts.get("role") == "thinking":
+            out.omitted.append((r, "outside_window", THINKING_STRIPPED))
             continue
         cleared = r.facts.get("cleared")
         if micro and isinstance(cleared, dict) and int(cleared.get("after", -1)) <= upto:

@@ -20,7 +20,10 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import pyarrow as pa
 
 from ..contract import TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS, selection_hash
-from ..tags import TIMES_UNRECORDED, TOKENS_RECORDED, UNATTRIBUTED_TOKENS, tag
+from ..tags import (
+    ESTIMATOR_RESIDUAL_TOKENS, FIXED_OVERHEAD_TOKENS, TIMES_UNRECORDED, TOKENS_RECORDED,
+    UNATTRIBUTED_TOKENS, int_tag, tag,
+)
 from ..writer import ExportWriter
 from .calibration import calibrate, scaled
 from .tokens import DEFAULT_ESTIMATOR, TiktokenEstimator, TokenEstimator
@@ -28,6 +31,9 @@ from .common import (
     DEFAULT_CONTEXT_WINDOW, EPOCH, PLACEMENT_COLUMNS, PREVIEW_CHARS, context_window, first_lines,
     human_size, short_hash,
 )
+
+# the speaker label of the record standing for history a mid-session log does not hold
+HISTORY_BEFORE_FILE = "history before this file"
 
 # the made-up times of a log without any start at EPOCH (2000-01-01) and keep its order
 MADE_UP_BEFORE = EPOCH.replace(year=2001)
@@ -138,6 +144,8 @@ class Builder:
         self.facts: dict[str, dict[str, Any]] = {}
         # per run: (included ids, omitted ids, runtime, settings) of its recorded assembly
         self._members: dict[str, tuple[list[str], list[str], str, dict[str, Any]]] = {}
+        # the records standing for history a log that starts mid-session does not hold
+        self._before_file: list[str] = []
 
     def use_exact(self, estimator: TiktokenEstimator | None) -> None:
         """Count with the model's own tokenizer (before anything is counted); None keeps
@@ -233,6 +241,85 @@ class Builder:
             if cleared and isinstance(cleared.get("after"), str):
                 # cleared from that record on: its place in the thread
                 cleared["after"] = self.facts.get(cleared["after"], {}).get("seq", -1)
+
+    def history_before_file(self, cid: str, created_at: dt.datetime) -> Rec:
+        """A record standing for the history a log that starts mid-session does not hold
+        (the first record of its thread): what the session's requests carried of it is
+        measured once the counts are calibrated (``write``), as the part of the first
+        recorded request no record and not the fixed overhead explains. It is sent like the
+        history it stands for: until a compaction drops it."""
+        rec = self.message(cid, "system", "", created_at, speaker_label=HISTORY_BEFORE_FILE)
+        self._before_file.append(rec.id)
+        self.fact(rec.id, role="history_before_file")
+        self.bump("history_before_file")
+        return rec
+
+    def _measure_history_before_file(self) -> None:
+        """Give each history-before-file record its size (see ``history_before_file``) and
+        take it out of the unexplained tokens of the requests that sent it."""
+        if not self._before_file:
+            return
+        messages = {r["message_id"]: r for r in self.rows.get("messages", [])}
+        assemblies = {a["assembly_id"]: a for a in self.rows.get("context_assemblies", [])}
+        rows_of: dict[str, list[dict[str, Any]]] = {}
+        for r in self.rows.get("assembly_records", []):
+            if r["record_id"] in self._before_file:
+                rows_of.setdefault(r["record_id"], []).append(r)
+        def measured(rows: list[dict[str, Any]], rendering: str) -> tuple[int, int | None, int | None]:
+            """(size, unexplained, overhead) of the first recorded request that sent the
+            record so rendered: what it carried beyond its records and the fixed overhead."""
+            sent = sorted((assemblies[r["assembly_id"]] for r in rows if r["decision"] == "included"
+                           and r["rendering"] == rendering
+                           and TOKENS_RECORDED in assemblies[r["assembly_id"]]["tags"]),
+                          key=lambda a: (a["assembled_at"], a["assembly_id"]))
+            left = int_tag(sent[0]["tags"], UNATTRIBUTED_TOKENS) if sent else None
+            fixed = int_tag(sent[0]["tags"], FIXED_OVERHEAD_TOKENS) if sent else None
+            return (max(left - fixed, 0) if left is not None and fixed is not None else 0), left, fixed
+
+        for mid in self._before_file:
+            rows = rows_of.get(mid, [])
+            size, left, fixed = measured(rows, "verbatim")
+            # what a microcompaction of its results left of it (rendering cleared)
+            rest = min(measured(rows, "cleared")[0], size)
+            cleared = self.facts.get(mid, {}).get("cleared")
+            if isinstance(cleared, dict):
+                cleared["tokens"] = rest
+            row = messages[mid]
+            if size:
+                row["content"] = (
+                    f"[history before this file: the session began before this log; its first "
+                    f"request carried {size:,} tokens that no record here explains beyond the "
+                    f"{fixed:,} every request carries (system prompt, tools): measured as the "
+                    f"recorded input, less the records and that overhead]")
+            else:
+                row["content"] = (
+                    "[history before this file: the session began before this log; what it "
+                    "carried is inside the tokens no record explains"
+                    + (f" ({left:,} in its first request)" if left is not None else "")
+                    + ": nothing in the file separates it from the system prompt and tools "
+                      "(no compaction dropped it), so no what-if can drop it]")
+            row["content_tokens"] = size
+            self.facts.setdefault(mid, {})["tokens"] = size
+            for r in rows:
+                a = assemblies[r["assembly_id"]]
+                if r["decision"] == "omitted":
+                    r["tokens"] = size
+                    a["baseline_tokens"] += size  # the history replay would send it too
+                    continue
+                sent = rest if r["rendering"] == "cleared" else size
+                r["tokens"] = sent
+                a["baseline_tokens"] += size - sent  # the history replay sends it whole
+                # included: the request's tokens are unchanged, its records explain more
+                tags = []
+                for t in a["tags"]:
+                    for name in (UNATTRIBUTED_TOKENS, ESTIMATOR_RESIDUAL_TOKENS):
+                        value = int_tag([t], name)
+                        if value is not None:
+                            t = tag(name, value - sent)
+                    tags.append(t)
+                a["tags"] = tags
+                if a["assembly_id"] in self.unattributed:
+                    self.unattributed[a["assembly_id"]] -= sent
 
     # -- entities
     def conversation(self, title: str, created_at: dt.datetime) -> str:
@@ -631,6 +718,7 @@ class Builder:
         cal = calibrate(self.rows, self.unattributed, self.exact_encoding)
         if cal.fitted:
             self._scale_facts(cal.factor)
+        self._measure_history_before_file()
         self._run_facts()
         keys = {"messages": "message_id", "tool_calls": "tool_call_id",
                 "tool_artifacts": "artifact_id", "model_runs": "model_run_id"}

@@ -101,7 +101,8 @@ def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int
                 pairs += 1
     cal = Calibration(1.0, 0)
     if exact is not None:
-        _split(assemblies, chains, by_assembly, unattributed, tag(TOKENS_EXACT, exact))
+        _split(assemblies, chains, by_assembly, unattributed, tag(TOKENS_EXACT, exact),
+               rows.get("tool_artifacts", []))
         return cal
     if pairs >= MIN_PAIRS and added >= MIN_GROWTH:
         factor = grown / added
@@ -110,7 +111,8 @@ def calibrate(rows: dict[str, list[dict[str, Any]]], unattributed: dict[str, int
     if cal.fitted:
         _scale(rows, cal.factor)
     _split(assemblies, chains, by_assembly, unattributed,
-           tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted else TOKENS_UNCALIBRATED)
+           tag(CALIBRATION, f"x{cal.factor:.2f}/{cal.pairs}pairs") if cal.fitted else TOKENS_UNCALIBRATED,
+           rows.get("tool_artifacts", []))
     return cal
 
 
@@ -144,9 +146,17 @@ def _scale(rows: dict[str, list[dict[str, Any]]], factor: float) -> None:
             a["baseline_tokens"] = scaled(a["baseline_tokens"], factor)
 
 
+def _full(record: dict[str, Any], bodies: dict[str, int]) -> int:
+    """What the history replay sends of a record: a tool result a runtime elided in place
+    (rendering ``cleared``: a microcompaction's placeholder) in full, others as recorded."""
+    if record["decision"] == "included" and record["rendering"] == "cleared":
+        return max(int(record["tokens"]), bodies.get(record["record_id"], 0))
+    return int(record["tokens"])
+
+
 def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[dict[str, Any]]],
            by_assembly: dict[str, list[dict[str, Any]]], unattributed: dict[str, int],
-           how: str) -> None:
+           how: str, rows_artifacts: list[dict[str, Any]]) -> None:
     """Tag every request with how its counts were made, and split each recorded one's
     unexplained tokens into its chain's fixed overhead and the estimator residual."""
     for a in assemblies:
@@ -156,6 +166,7 @@ def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[
             left = a["assembled_tokens"] - _included(by_assembly.get(a["assembly_id"], []))
             keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
             a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), how]
+    bodies = {r["artifact_id"]: int(r["content_tokens"] or 0) for r in rows_artifacts}
     for chain in chains.values():
         # the fixed overhead is what every request of the chain leaves unexplained at least:
         # the first request's, unless the session started mid-way (a resumed or sliced log
@@ -169,8 +180,9 @@ def _split(assemblies: list[dict[str, Any]], chains: dict[tuple[Any, Any], list[
             keep = [t for t in a["tags"] if not t.startswith(UNATTRIBUTED_TOKENS + ":")]
             a["tags"] = keep + [tag(UNATTRIBUTED_TOKENS, left), tag(FIXED_OVERHEAD_TOKENS, overhead),
                                 tag(ESTIMATOR_RESIDUAL_TOKENS, left - overhead), how]
-            # history replay sends every record and, like the request itself, what no record
-            # explains (the overhead and the residual, which lies in the records' estimates
-            # or in history the file lacks): it sends the recorded request and what it left out
-            a["baseline_tokens"] = sum(int(r["tokens"]) for r in records) + left
+            # history replay sends every record in full (a result a runtime cleared in place
+            # too: its whole body) and, like the request itself, what no record explains (the
+            # overhead and the residual, which lies in the records' estimates): it sends the
+            # recorded request, what it left out and what it elided
+            a["baseline_tokens"] = sum(_full(r, bodies) for r in records) + left
             unattributed[a["assembly_id"]] = left

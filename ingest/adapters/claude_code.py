@@ -54,6 +54,9 @@ from .tokens import TokenEstimator
 
 FORMAT = "claude-code"
 TASK_TOOLS = ("Task", "Agent")
+THINKING = "thinking"  # the speaker label of a response's thinking record
+THINKING_STRIPPED = ("thinking of an earlier turn: the API strips it from the context after "
+                     "the next user turn (it is sent back only within its tool-use loop)")
 
 
 # what a Messages API request was sent, in its response's usage
@@ -83,6 +86,9 @@ class _Request:
     row: dict[str, Any]
     calls: list[str] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    # the response's thinking (thinking text, redacted thinking's data): one record
+    thinking: list[str] = field(default_factory=list)
+    thinking_rec: Rec | None = None
     # where the response's next tool_use goes in the stream's records: right after its
     # message and earlier calls, before any result already written (wire order: every
     # tool_use block of a response, then the results)
@@ -151,6 +157,11 @@ class _Stream:
         self.result_of: dict[str, Rec] = {}  # tool_call_id -> its result's record
         self.requests: dict[str, _Request] = {}
         self.last_user: str | None = None
+        self.user_turn: Rec | None = None  # the newest user turn (a prompt, not tool results)
+        self.last_key: str | None = None  # the newest response's request key
+        # hook output (meta user lines) held until the open tool-result group is complete
+        self.held_hooks: list[tuple[int, dict[str, Any]]] = []
+        self.before_file: Rec | None = None  # stands for history a mid-session log lacks
         self.last_run: str | None = None
         self.last_ts: dt.datetime = EPOCH
         self.first_ts: dt.datetime | None = None
@@ -221,6 +232,7 @@ class _Stream:
                 self._assistant(n, line)
             elif kind == "user":
                 self._user(n, line)
+                self._answered()
             elif kind == "system" and line.get("subtype") == "compact_boundary":
                 self._compact(n, line)
             elif kind == "system" and line.get("subtype") == "microcompact_boundary":
@@ -247,6 +259,8 @@ class _Stream:
         key = line.get("requestId") or msg.get("id") or line.get("uuid") or f"line{n}"
         req = self.requests.get(key)
         if req is None:
+            self._flush_hooks()  # a group left unanswered: its held hook output goes first
+            self.last_key = key
             started = max(ts - dt.timedelta(microseconds=1), self.last_rec_ts)
             rid = self.b.run(
                 self.ctx.cid,
@@ -295,6 +309,10 @@ class _Stream:
             t = blk.get("type")
             if t == "text" and isinstance(blk.get("text"), str):
                 req.text.append(blk["text"])
+            elif t in ("thinking", "redacted_thinking"):
+                body = blk.get("thinking") if t == "thinking" else blk.get("data")
+                if isinstance(body, str) and body:
+                    self._thinking(req, body, ts)
             elif t == "tool_use":
                 use_id = blk.get("id")
                 if isinstance(use_id, str) and use_id in self.ctx.tool_ids:
@@ -319,6 +337,26 @@ class _Stream:
         req.row["content"] = text
         req.row["content_tokens"] = req.message.tokens = self.b.count(text)
 
+    def _thinking(self, req: _Request, body: str, ts: dt.datetime) -> None:
+        """The response's thinking (a redacted block counted from the data the log holds),
+        one record placed first among its blocks. Sent back only while the tool-use loop it
+        began runs: ``_assemble`` omits it from requests after the next user turn."""
+        req.thinking.append(body)
+        text = "\n".join(req.thinking)
+        if req.thinking_rec is None:
+            req.thinking_rec = self.b.message(
+                self.ctx.cid, "assistant", text, after(ts, self.b.run_row(req.run_id)["started_at"]),
+                participant_id=self.b.run_row(req.run_id)["participant_id"],
+                model_run_id=req.run_id, speaker_label=THINKING, visibility=self.visibility)
+            self.b.fact(req.thinking_rec.id, role="thinking")
+            self._insert(req, req.thinking_rec)
+            self.b.bump("thinking_blocks")
+            return
+        row = next(r for r in reversed(self.b.rows["messages"])
+                   if r["message_id"] == req.thinking_rec.id)
+        row["content"] = text
+        row["content_tokens"] = req.thinking_rec.tokens = self.b.count(text)
+
     def _insert(self, req: _Request, rec: Rec) -> None:
         """A tool call of ``req`` in wire order (Claude Code may write a result line between
         two tool_use lines of one response)."""
@@ -327,10 +365,29 @@ class _Stream:
         req.end = at + 1
         self.boundaries = [(i + 1 if i > at else i, d) for i, d in self.boundaries]
 
-    def _user(self, n: int, line: dict[str, Any]) -> None:
+    def _pending_calls(self) -> bool:
+        """The newest response has calls not answered yet (its tool-result group is open)."""
+        req = self.requests.get(self.last_key) if self.last_key is not None else None
+        return req is not None and any(self.b.call_row(t)["status"] == "pending" for t in req.calls)
+
+    def _flush_hooks(self) -> None:
+        held, self.held_hooks = self.held_hooks, []
+        for n, line in held:
+            self._user(n, line, held=True)
+
+    def _user(self, n: int, line: dict[str, Any], held: bool = False) -> None:
         msg = line.get("message")
         if not isinstance(msg, dict):
             self.b.warn(f"{self.file_name} line {n}: user line without message, skipped")
+            return
+        content = msg.get("content")
+        if (not held and line.get("isMeta") and self._pending_calls()
+                and not any(isinstance(b, dict) and b.get("type") == "tool_result"
+                            for b in (content if isinstance(content, list) else []))):
+            # hook output written while the response's parallel calls are being answered:
+            # Claude Code sends it after the whole tool-result group (the Messages API takes
+            # tool results first in their message), so it is placed there
+            self.held_hooks.append((n, line))
             return
         ts = self._ts(line)
         content = msg.get("content")
@@ -390,9 +447,20 @@ class _Stream:
                 visibility=self.visibility,
             )
             self.records.append(rec)
+            if compact:  # written by a compaction: a replay without compactions never sends it
+                self.b.fact(rec.id, compact_summary=True)
             self.last_rec_ts = max(self.last_rec_ts, ts)
             if not line.get("isMeta"):
                 self.last_user = rec.id
+                if not results:
+                    # a user turn (not tool results): the thinking before it is stripped
+                    self.user_turn = rec
+                    self.b.fact(rec.id, user_turn=True)
+
+    def _answered(self) -> None:
+        """After a user line: hook output held back goes in once the group is complete."""
+        if self.held_hooks and not self._pending_calls():
+            self._flush_hooks()
 
     def _compact(self, n: int, line: dict[str, Any]) -> None:
         ts = self._ts(line)
@@ -454,7 +522,14 @@ class _Stream:
             self.b.fact(rec.id, cleared={"after": newest, "tokens": min(placeholder, rec.tokens),
                                          "detail": detail})
         missing = len([i for i in ids if isinstance(i, str)]) - len(cleared)
-        if missing > 0:
+        if missing > 0 and self.before_file is not None and self.before_file.id not in self.cleared:
+            # results of the history before this file: that history is sent cleared from
+            # here on (the Builder measures what is left of it on the recording)
+            left = (f"cleared by microcompaction #{k} at {ts.isoformat()}: {missing} of its tool "
+                    "results (the rest of this history is measured on the requests after it)")
+            self.cleared[self.before_file.id] = Shown("cleared", "elided", left, 0)
+            self.b.fact(self.before_file.id, cleared={"after": newest, "tokens": 0, "detail": left})
+        elif missing > 0:
             self.b.warn(f"{self.file_name} line {n}: microcompaction lists {missing} tool results "
                         "not in this transcript")
         self.b.bump("microcompactions")
@@ -472,13 +547,30 @@ class _Stream:
                 bi += 1
             if r.id not in self.boundary_ids:  # the marker itself was never content
                 omitted.append((r, "compacted", "window", self.boundaries[bi][1]))
+        # thinking is sent back only within the tool-use loop it began: the API strips the
+        # thinking of earlier turns from the context and does not count it ("Context
+        # windows", extended thinking with tool use, platform.claude.com/docs/en/
+        # build-with-claude/context-windows). The summariser's request starts a new turn:
+        # none of its inherited thinking is sent.
+        turn = next((i for i in range(len(self.records) - 1, cut - 1, -1)
+                     if self.records[i] is self.user_turn), cut)
+        sent: list[Rec] = []
+        for r in self.inherited:
+            if self.b.facts.get(r.id, {}).get("role") == "thinking":
+                omitted.append((r, "outside_window", "window", THINKING_STRIPPED))
+            else:
+                sent.append(r)
+        for i, r in enumerate(self.records[cut:], cut):
+            if i < turn and self.b.facts.get(r.id, {}).get("role") == "thinking":
+                omitted.append((r, "outside_window", "window", THINKING_STRIPPED))
+            else:
+                sent.append(r)
         tags = list(self.extra_tags)
         if self.boundaries:
             tags.append(f"after_compaction:{len(self.boundaries)}")
         if self.cleared:
             tags.append(f"microcompacted:{len(self.cleared)}")
-        self.b.assembly(run_id, self.inherited + self.records[cut:], omitted, recorded,
-                        extra_tags=tags, shown_as=self.cleared)
+        self.b.assembly(run_id, sent, omitted, recorded, extra_tags=tags, shown_as=self.cleared)
 
     def history_until(self, uuid: str) -> list[Rec] | None:
         """What a request made right after line ``uuid`` was sent: the records since the
@@ -492,6 +584,7 @@ class _Stream:
         return [r for r in self.records[cut:end] if r.id not in self.boundary_ids]
 
     def finish(self) -> None:
+        self._flush_hooks()
         # one thread per transcript (sidechains kept in the main file are their own)
         self.b.thread(f"{self.file_name}#{self.agent_id}" if self.agent_id else self.file_name,
                       self.records)
@@ -534,6 +627,16 @@ def session_of(path: Path) -> str | None:
         return None
     m = _SESSION_ID.search(head)
     return m.group(1).decode("utf-8", "replace") if m else None
+
+
+def _starts_mid_session(lines: list[tuple[int, Any]], uuids: set[Any]) -> bool:
+    """True when the log's first linked line points at a line the file does not hold: it
+    begins mid-session (a new session's first line has no parent)."""
+    for _, d in lines:
+        if isinstance(d, dict) and "parentUuid" in d and not d.get("isSidechain"):
+            parent = d.get("parentUuid")
+            return isinstance(parent, str) and parent not in uuids
+    return False
 
 
 def _first_prompt(lines: list[tuple[int, Any]]) -> str:
@@ -607,6 +710,11 @@ def adapt_claude_code(
         sources[i] = (fname, agent, kept)
 
     main = _Stream(ctx, path.name)
+    if _starts_mid_session(lines, main_uuids):
+        # a slice of a longer session (a checkpoint, a resumed log): its first requests
+        # carried history this file does not hold; a record stands for it (Builder)
+        main.before_file = b.history_before_file(cid, first_ts or EPOCH)
+        main.records.append(main.before_file)
     side: dict[str, list[tuple[int, Any]]] = {}
     for n, d in lines:
         if isinstance(d, dict) and d.get("isSidechain") and d.get("type") in ("user", "assistant"):

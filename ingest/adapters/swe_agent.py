@@ -57,16 +57,37 @@ def is_swe_agent(holder: Any) -> bool:
 
 
 def step_inputs(holder: Any) -> list[list[Any] | None]:
-    """Per trajectory step, the exact messages SWE-agent sent for it (``messages``, or
-    ``query`` in some versions), None where the step did not record them."""
+    """Per trajectory step, the exact messages SWE-agent sent for it (``query``, or
+    ``messages`` in some versions: the history after the step, so the next step's input),
+    None where the step did not record them."""
     steps = holder.get("trajectory") if isinstance(holder, dict) else None
     out: list[list[Any] | None] = []
+    after_step = False
     for step in steps if isinstance(steps, list) else []:
         sent = None
         if isinstance(step, dict):
-            sent = next((step[k] for k in ("messages", "query") if isinstance(step.get(k), list)), None)
+            if isinstance(step.get("query"), list):
+                sent = step["query"]  # the input, taken before the model call
+            elif isinstance(step.get("messages"), list):
+                sent = step["messages"]
+                after_step = after_step or _holds_own_response(step)
         out.append(sent)
+    if after_step:
+        # versions that write ``messages`` write them after the step was added to the
+        # history (``add_step_to_trajectory`` reads ``self.messages`` after
+        # ``add_step_to_history``): step k's list, processed then, is exactly what the next
+        # request was sent; the first request's input is not recorded
+        out = [None, *out[:-1]]
     return out
+
+
+def _holds_own_response(step: dict[str, Any]) -> bool:
+    """A step's ``messages`` end with the step's own model turn (the history after it)."""
+    response = step.get("response")
+    if not isinstance(response, str) or not response:
+        return False
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and _text(m.get("content")) == response
+               for m in step["messages"][-3:])
 
 
 # the settings of the modelled processors, as SWE-agent's own configuration types them:

@@ -71,10 +71,26 @@ class ComparePicker(PolicyPicker):
         super().__init__("", None)
         self.filter_text = filter_text
 
-    def runtime_families(self, answers: Any) -> list[PolicyInfo]:
-        """The runtimes the store's requests were recorded under (a transcript's), first:
-        a compare of its traffic starts from its own runtime."""
-        return answers.recorded_runtime_policies()
+    def applicable(self, answers: Any) -> list[PolicyInfo]:
+        """The versions that replay the filtered requests (``readmodel.applicable``), family
+        by family: a store of an export and transcripts offers each; the compare runs over
+        the requests of the family chosen (the title says how many each has)."""
+        from readmodel.applicable import policy_choices, store_policies
+
+        found = store_policies(answers, self.filter_text.strip() or None)
+        if len(found.families) > 1:
+            self.post_message(ScopeLoaded(found.families))
+        return policy_choices(answers, found)
+
+    def on_scope_loaded(self, message: "ScopeLoaded") -> None:
+        # a store of several families: say which requests each side's family covers
+        words = ", ".join(
+            f"{f.requests:,} under {f.name if f.runtime else 'the registry’s versions'}"
+            for f in message.families)
+        if not self.query("#compare-scope"):
+            self.query_one("#replay-dialog").mount(Static(Text(
+                f"These requests: {words}. A compare runs over those its versions apply to.",
+                style="dim"), id="compare-scope"), before=self.query_one("#against-row"))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="replay-dialog"):
@@ -99,6 +115,14 @@ class ComparePicker(PolicyPicker):
         return "the recorded assemblies"
 
 
+class ScopeLoaded(Message):
+    """The filtered requests are of several policy families (an export and transcripts)."""
+
+    def __init__(self, families: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.families = families
+
+
 class CompareFinished(Message):
     def __init__(self, result: CompareResult) -> None:
         super().__init__()
@@ -118,7 +142,7 @@ def safety_text(result: CompareResult) -> Text:
               for key, title, style in SAFETY_TITLES]
     if not any(items for *_, items in groups):
         text.append("safety: none", style="bold green")
-        return text
+        return _over_window(text, result)
     text.append("safety", style="bold")
     for key, title, style, items in groups:
         if not items:
@@ -132,6 +156,19 @@ def safety_text(result: CompareResult) -> Text:
             records = ", ".join(f"{safe_text(r['record_id'])} ({r['requests']})"
                                 for r in g["records"])
             text.append(f"\n    {one_line(records, 300)}", style="dim")
+    return _over_window(text, result)
+
+
+def _over_window(text: Text, result: CompareResult) -> Text:
+    """After safety, the requests B sends past the model's context window (they would have
+    failed), with a few of them."""
+    over = result.over_context_window or {}
+    if over.get("requests"):
+        examples = ", ".join(f"{one_line(e['assembly_id'], 40)} ({e['tokens_b']:,} > {e['context_limit']:,})"
+                             for e in over.get("examples") or ())
+        n = over["requests"]
+        text.append(f"\nover_context_window: {n:,} request{'s' if n != 1 else ''} past the model's context "
+                    f"window under B (they would have failed), e.g. {examples}", style="bold red")
     return text
 
 
