@@ -8,6 +8,10 @@ Every time in the store is UTC. Two styles, and only these:
   where the zone must be said (``sentence_time``).
 
 JSON output keeps full ISO 8601 (``isoformat``), which is for programs, not people.
+
+A time the log does not record (its requests' times were made up at ingest, tag
+``times:unrecorded``) is never shown: JSON has ``null``, text ``not recorded``
+(``NOT_RECORDED``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-__all__ = ["sentence_time", "table_time", "table_time_column", "utc"]
+__all__ = ["NOT_RECORDED", "TABLE_WIDTH", "sentence_time", "table_time", "table_time_column", "utc"]
 
 TABLE_FORMAT = "%Y-%m-%d %H:%M:%S"
 SENTENCE_FORMAT = "%Y-%m-%d %H:%M UTC"
+TABLE_WIDTH = 19  # characters of a table time
+NOT_RECORDED = "not recorded"  # shown for a time the log does not record
 
 
 def utc(value: dt.datetime) -> dt.datetime:
@@ -46,13 +52,14 @@ def sentence_time(value: Any) -> str:
     return str(value)
 
 
-def table_time_column(column: Any) -> Any:
-    """An Arrow timestamp column as ``table_time`` text (columnar)."""
+def table_time_column(column: Any, missing: str | None = None) -> Any:
+    """An Arrow timestamp column as ``table_time`` text (columnar); a null is ``missing``
+    (e.g. ``NOT_RECORDED``), else stays null."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if len(column) == 0:
         return pa.array([], pa.string())
     # %S of a sub-second timestamp carries the fraction: keep the first 19 characters
-    text = pc.strftime(column, format=TABLE_FORMAT)
-    return pc.utf8_slice_codeunits(text, 0, 19)
+    text = pc.utf8_slice_codeunits(pc.strftime(column, format=TABLE_FORMAT), 0, TABLE_WIDTH)
+    return text if missing is None else pc.fill_null(text, missing)

@@ -90,25 +90,31 @@ class ContextLensCommands(Provider):
         app: ContextLensApp = self.app  # type: ignore[assignment]
         assembly_id = focused_assembly(self.screen)
 
-        def load() -> tuple[list[str], Focus | None]:
+        def load() -> tuple[list[list[str]], list[str], Focus | None]:
+            from readmodel.applicable import request_policies, store_policies
+
             answers = app.answers()
+            # the versions that apply (readmodel.applicable): per family of the store's
+            # requests for a compare, the focused request's own for a replay
             try:
-                versions = [p.version for p in answers.policies()]
+                families = [list(f.versions) for f in store_policies(answers).families]
             except ContextlensError:
-                versions = []  # a bad policy folder: the request commands still work
-            focus = None
+                families = []  # a bad policy folder: the request commands still work
+            focus, mine = None, []
             if assembly_id is not None:
                 try:
                     row = answers.request(assembly_id, reveal=bool(app.reveal))
+                    mine = request_policies(answers, assembly_id).versions()
                 except ContextlensError:
                     row = {}
                 focus = Focus(assembly_id, row.get("conversation_id"), row.get("policy_version"))
-            return versions, focus
+            return families, mine, focus
 
         try:
-            self.versions, self.focus = await asyncio.to_thread(load)
+            self.families, self.request_versions, self.focus = await asyncio.to_thread(load)
         except ContextlensError:
-            self.versions, self.focus = [], None
+            self.families, self.request_versions, self.focus = [], [], None
+        self.versions = sorted({v for f in self.families for v in f} | set(self.request_versions))
 
     # ------------------------------------------------------------------ the commands
 
@@ -147,18 +153,20 @@ class ContextLensCommands(Provider):
                       else "Escapes: readable text",
                       "Terminal escape sequences in log text: removed for reading, or shown "
                       "as visible escapes (e)", app.action_toggle_escapes)
-        versions = list(self.versions)
-        for a in ["recorded", *versions]:
-            for b in versions:
-                if a != b:
-                    yield Command(f"Compare {a} → {b}",
-                                  "Over the requests the list's filter selects",
-                                  lambda a=a, b=b: app.compare_from_list(a, b), discover=False)
+        for family in self.families:  # versions of one family, over its requests
+            for a in ["recorded", *family]:
+                for b in family:
+                    if a != b:
+                        yield Command(f"Compare {a} → {b}",
+                                      "Over the requests the list's filter selects",
+                                      lambda a=a, b=b: app.compare_from_list(a, b),
+                                      discover=False)
         focus = self.focus
         if focus is None:
             return
         shown = one_line(focus.assembly_id, 60)
         recorded = focus.policy_version
+        versions = list(self.request_versions)
         yield Command(f"Replay {shown} under a version…",
                       "Pick a policy version and what to diff against (r)",
                       lambda: app.pick_replay(focus.assembly_id, recorded))

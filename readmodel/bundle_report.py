@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from ingest.text import clip, visible_text
 from ingest.timefmt import sentence_time
 
+from .times import NOT_RECORDED_SENTENCE, recorded_time
+
 from .masking import Masker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,7 +105,8 @@ def bundle_report(
 
     lines += ["## The request", ""]
     facts = [
-        ["assembled at", sentence_time(req.get("assembled_at"))],
+        ["assembled at", NOT_RECORDED_SENTENCE if recorded_time(req) is None
+         else sentence_time(req.get("assembled_at"))],
         ["conversation", md(masker.text(req.get("conversation_id")))],
         ["branch", md(masker.text(req.get("branch_id")))],
         ["participant", md(masker.text(req.get("participant_id")))],

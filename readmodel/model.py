@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
 from replay import service
-from replay.explain import deciding_key, explain, policy_key
+from replay.explain import Counterfactual, explain
 from replay.render import render_prompt
 from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES, is_runtime_version
 from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
@@ -41,6 +41,7 @@ from .masking import (
     masked_request,
     masked_side,
 )
+from .applicable import compare_scope, request_policies
 from .records import record_content
 from .tokens import token_accounting
 from .results import (
@@ -65,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
     from replay.assembler import Assembly
-    from replay.policy import PolicyRegistry
+    from replay.policy import EffectiveBudget, PolicyRegistry
     from replay.snapshot import Snapshot
 
 __all__ = ["RECORDED", "AnswerCache", "BisectNeedsStart", "ReadModel", "ReplayCache"]
@@ -365,7 +366,15 @@ class ReadModel:
             masker.column(pc.fill_null(trace["detail"], "")),
         )
         tokens = token_accounting(row, records)
-        return AssemblyView(masked_request(row, masker), records, trace, tokens, masker.masked)
+        return AssemblyView(masked_request(row, masker), records, trace, tokens, masker.masked,
+                            self.budget(row, row["policy_version"]))
+
+    def budget(self, request: Mapping[str, Any], version: str) -> "EffectiveBudget | None":
+        """The effective token budget of ``request`` (its context_assemblies row) under
+        ``version`` (``replay.policy.effective_budget``: the policy's budget capped by the
+        model's context limit, less the reserve; a runtime policy keeps none); None when the
+        registry lacks the version. Ids, versions and numbers only: nothing to mask."""
+        return service.request_budget(self.registry, version, request)
 
     def prompt(self, assembly_id: str, reveal: bool = False) -> PromptView:
         """The prompt as the model received it, part by part, masked unless revealed."""
@@ -450,14 +459,17 @@ class ReadModel:
         record = store.record(kind, record_id) if kind != "model_run" else None
         provenance = store.provenance(kind, record_id) if record is not None else []
         context = {**request, "policy_version": version}
+        budget = self.budget(request, version)
         if decision is None:
             missing = "" if record is not None else " The record itself is missing from the export."
             sentence = (f"{kind} {record_id} is not part of assembly {assembly_id} on this side: "
                         f"it was not a candidate for this request.{missing}")
             key = None
         else:
-            key = self._deciding_key(request, version, decision, record)
-            sentence = explain(context, decision, record, trace, provenance, others, key=key)
+            proven = self._counterfactuals(request, version, decision, record)
+            key = next((c.key for c in proven or [] if c.flips), None)
+            sentence = explain(context, decision, record, trace, provenance, others,
+                               counterfactuals=proven, budget=budget)
         privacy = (record or {}).get("privacy_class")
         return RecordWhy(
             assembly_id=assembly_id,
@@ -474,19 +486,31 @@ class ReadModel:
             provenance=tuple(masked_link(link, masker) for link in provenance),
             content=masker.text(record_content(kind, record), privacy),
             privacy_class=privacy,
+            budget=budget,
         )
 
-    def _deciding_key(self, request: dict[str, Any], version: str, decision: dict[str, Any],
-                      record: dict[str, Any] | None) -> str | None:
-        """The policy key whose change alone flips ``decision`` (checked by a replay), or None."""
+    def _counterfactuals(self, request: dict[str, Any], version: str, decision: dict[str, Any],
+                         record: dict[str, Any] | None) -> "list[Counterfactual] | None":
+        """The policy changes replayed for ``decision`` (``replay.explain.Prover``); None
+        when there is no policy to replay (an observed runtime, a version the registry
+        lacks). The prover of each request and version is kept: the panel asks this for
+        every record the cursor passes, and one replay serves every record it flips."""
+        from replay.explain import Prover
+        from replay.policy import RuntimePolicy
         from replay.snapshot import request_from_row
 
-        context = {**request, "policy_version": version}
-        if policy_key(context, decision, record) is None or version not in self.registry.versions():
+        if version not in self.registry.versions():
             return None
-        # the panel asks this for every record the cursor passes: the graph is cached
-        return deciding_key(self._snapshot(request), request_from_row(request), self.registry.get(version),
-                            decision, record)
+        policy = self.registry.get(version)
+        if isinstance(policy, RuntimePolicy):
+            return None
+
+        def make() -> Prover:
+            assembly = self.replayed(request["assembly_id"], version, request)
+            return Prover(self._snapshot(request), request_from_row(request), policy, assembly.records)
+
+        prover = self.replays.get(("prover", request["assembly_id"], version), make)
+        return prover.counterfactuals(decision, record)
 
     # ------------------------------------------------------------------ replay and diff
 
@@ -512,6 +536,9 @@ class ReadModel:
 
         def run() -> "Assembly":
             row = request if request is not None else self.store.assembly(assembly_id)
+            # a version of another family (v4 on a Claude Code session) is refused, naming
+            # those that apply (readmodel.applicable)
+            request_policies(self, assembly_id, row).require(version)
             return get_assembler("reference").assemble(self._snapshot(row), request_from_row(row),
                                                        policy)
 
@@ -533,6 +560,7 @@ class ReadModel:
             baseline_tokens=out.baseline_tokens,
             included=tuple(masked_record(r, masker) for r in included),
             omitted=tuple(masked_record(r, masker) for r in omitted),
+            budget=self.budget(row, version),
         )
 
     def diff(self, assembly_id: str, version: str, against: str = RECORDED,
@@ -562,14 +590,26 @@ class ReadModel:
             a_records = self.replayed(assembly_id, against, row).records
             a_label = f"replay {against}"
         context = SafetyContext(self._snapshot(row), request_from_row(row), registry)
+        a_version = row["policy_version"] if against == RECORDED else against
         d = diff_records(a_records, b.records, a_label, f"replay {version}", context=context,
                          a_recorded=against == RECORDED,
-                         outside_records=service.outside_records(row))
+                         outside_records=service.outside_records(row),
+                         budgets=(self.budget(row, a_version), self.budget(row, version)))
         return _diff_view(store, assembly_id, d, against, version, masker, recorded)
 
     def diff_of(self, assembly_id: str, diff: Any, a_spec: str, b_spec: str,
                 reveal: bool = False) -> DiffView:
-        """A ``replay.diff.Diff`` computed elsewhere (verify's drift) as a masked view."""
+        """A ``replay.diff.Diff`` computed elsewhere (verify's drift) as a masked view; the
+        sides' budgets, when it carries none, are the request's under ``a_spec`` and
+        ``b_spec``."""
+        from dataclasses import is_dataclass, replace
+
+        if (is_dataclass(diff) and hasattr(diff, "budget_a")
+                and diff.budget_a is None and diff.budget_b is None):
+            row = self.store.assembly(assembly_id)
+            a_version = row["policy_version"] if a_spec == RECORDED else a_spec
+            diff = replace(diff, budget_a=self.budget(row, a_version),
+                           budget_b=self.budget(row, b_spec))
         return _diff_view(self.store, assembly_id, diff, a_spec, b_spec, Masker(reveal))
 
     def bisect(self, assembly_id: str, record_id: str, good: str | None = None,
@@ -596,6 +636,10 @@ class ReadModel:
                     f"assembly '{assembly_id}' recorded policy version '{bad}', which is not in "
                     f"the registry ({', '.join(versions)}): name one with --bad"
                 )
+        applicable = request_policies(self, assembly_id, request)
+        applicable.require(bad)
+        if good is not None:
+            applicable.require(good)
         if good is None:
             if is_runtime_version(bad):
                 raise BisectNeedsStart(
@@ -669,6 +713,9 @@ class ReadModel:
         from replay.compare import ParquetOut, compare
 
         masker = Masker(reveal)
+        # the requests both versions apply to (in a store of an export and transcripts,
+        # those of the versions' family; readmodel.applicable says which were left out)
+        flt = compare_scope(self, a, b, flt).flt
         if out is None:
             result = compare(self.store, self.registry, a, b, flt, progress, cancelled,
                              workers=workers)
@@ -784,6 +831,7 @@ def _diff_view(store: "Store", assembly_id: str, d: Any, a_spec: str, b_spec: st
         safety=SafetyView(**{g: tuple(frozen_row(s) for s in getattr(d.safety, g))
                              for g in ("regressions", "fixes", "in_recording")}),
         labels=dict(zip(keys, labels, strict=True)),
+        budget_a=getattr(d, "budget_a", None), budget_b=getattr(d, "budget_b", None),
     )
 
 
@@ -798,6 +846,9 @@ def compare_view(result: Any, out: "str | os.PathLike[str] | None",
             for rec in entry["records"]:
                 rec["record_id"] = masker.text(rec["record_id"])
     keys = tuple(r["assembly_id"] for r in data["most_changed"])
+    over = data.get("over_context_window") or {"requests": 0, "examples": []}
+    for row in over["examples"]:
+        row["assembly_id"] = masker.text(row["assembly_id"])
     for row in data["most_changed"]:
         row["assembly_id"] = masker.text(row["assembly_id"])
         row["conversation_id"] = masker.text(row["conversation_id"])
@@ -806,5 +857,6 @@ def compare_view(result: Any, out: "str | os.PathLike[str] | None",
         affected=data["affected"], safety=frozen_tree(data["safety"]),
         records=frozen_tree(data["records"]), tokens=frozen_tree(data["tokens"]),
         most_changed=frozen_tree(data["most_changed"]), most_changed_keys=keys,
-        out=str(out) if out is not None else None,
+        out=str(out) if out is not None else None, budget=frozen_tree(data.get("budget") or {}),
+        over_context_window=frozen_tree(over),
     )

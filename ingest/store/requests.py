@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..errors import ContextlensError
 from ..filters import AssemblyFilter, filter_sql
 from ..sql import q
+from ..tags import TIMES_UNRECORDED
 from .database import Database, as_filter, clip, cols_of
 
 __all__ = ["LIST_COLUMNS", "RequestQueries"]
@@ -68,7 +69,7 @@ class RequestQueries(Database):
         limit: int | None = None,
         offset: int = 0,
     ) -> pa.Table:
-        sql, params = _list_sql(flt, sort, descending, limit, offset)
+        sql, params = _list_sql(flt, sort, descending, limit, offset, self._untimed_first(sort))
         return self._arrow(sql, params)
 
     def iter_assemblies(
@@ -88,13 +89,14 @@ class RequestQueries(Database):
         list would stream too, but DuckDB sorts every matching row before the first comes
         out: at 1,000,000 requests that sort held 564 MB for ``list --json | head``. A
         page is a top-N of ``batch_rows`` rows, whatever the store's size."""
+        untimed = self._untimed_first(sort)
         cursor = self.cursor()
         after: tuple[str, str] | None = None
         left = limit
         try:
             while left is None or left > 0:
                 rows = batch_rows if left is None else min(batch_rows, left)
-                sql, params = _page_sql(flt, sort, descending, rows, after)
+                sql, params = _page_sql(flt, sort, descending, rows, after, untimed)
                 page = cursor._arrow(sql, params)
                 if page.num_rows:
                     after = (page["assembly_id"][-1].as_py(), page["export_id"][-1].as_py())
@@ -106,6 +108,16 @@ class RequestQueries(Database):
         finally:
             cursor.close()
 
+    def _untimed_first(self, sort: str) -> bool:
+        """Whether the list's order by time must place requests whose time is not recorded
+        (``_sort_keys``): only when the store has any. The probe reads the rows with a time
+        before 2001, which DuckDB finds by the row groups' min/max: a store of timed
+        requests pays nothing, and its list is sorted by the plain time column."""
+        if sort != "assembled_at":
+            return False
+        return bool(self._rows(f"SELECT EXISTS (SELECT 1 FROM assembly_summary WHERE "
+                               f"{_UNTIMED.format(p='')})")[0][0])
+
     def distinct_values(self, field: str) -> list[str]:
         sql = _DISTINCT_SQL.get(field)
         if sql is None:
@@ -113,6 +125,13 @@ class RequestQueries(Database):
                 f"no distinct values for '{field}' (choose one of: {', '.join(_DISTINCT_SQL)})"
             )
         return sorted(r[0] for r in self._rows(sql) if r[0] is not None)
+
+    def policy_version_counts(self, flt: AssemblyFilter | str | None = None) -> dict[str, int]:
+        """How many requests matching ``flt`` each recorded policy version has."""
+        where, params = filter_sql(as_filter(flt))
+        return {v: n for v, n in self._rows(
+            "SELECT policy_version, count(*) FROM assembly_summary "
+            f"WHERE {where} GROUP BY policy_version", params) if v is not None}
 
     def assembly_requests(self, flt: AssemblyFilter | str | None = None) -> pa.Table:
         """context_assemblies rows (contract columns + export_id) of the assemblies matching
@@ -222,40 +241,75 @@ GROUP BY ids.i ORDER BY ids.i
 """
 
 
-def _order(sort: str, descending: bool, alias: str = "") -> str:
-    """The request list's order: ``sort`` (one of ``LIST_COLUMNS``; nulls last), then the
-    assembly id the same way, then the export id ascending."""
+# a request whose log records no time (tag ``times:unrecorded``, ``ingest.tags``) keeps its
+# made-up time (2000-01-01 on, in the log's order) for ordering only: the list shows none.
+# Made-up times are all before 2001 (``ingest.adapters.builder.MADE_UP_BEFORE`` tags exactly
+# those): the tags are looked at only for such rows, so a store of timed requests pays a
+# timestamp comparison (row groups pruned by their min/max), not a list scan
+_UNTIMED = (f"({{p}}assembled_at < TIMESTAMPTZ '2001-01-01 00:00:00+00' "
+            f"AND coalesce(list_contains({{p}}tags, '{TIMES_UNRECORDED}'), false))")
+_SHOWN_TIME = f"CASE WHEN {_UNTIMED} THEN NULL ELSE {{p}}assembled_at END"
+
+
+def _shown(column: str, alias: str) -> str:
+    """A list column as the list shows it (over table ``alias``): a made-up time is null."""
+    p = f"{alias}." if alias else ""
+    if column == "assembled_at":
+        return f"{_SHOWN_TIME.format(p=p)} AS assembled_at"
+    return f"{p}{q(column)}"
+
+
+def _sort_keys(sort: str, descending: bool, untimed: bool = False) -> list[tuple[str, bool]]:
+    """The request list's order, key by key: (expression over the table ``{p}``,
+    descending). ``sort`` (one of ``LIST_COLUMNS``; nulls last), then the assembly id the
+    same way, then the export id ascending. By time, the requests whose time is not
+    recorded come after the others, as a null would, each log's in its order (the made-up
+    times, export by export); ``untimed`` False: the store has none, the time alone does."""
     if sort not in LIST_COLUMNS:
         raise ContextlensError(
             f"cannot sort by '{sort}' (choose one of: {', '.join(LIST_COLUMNS)})"
         )
-    d = "DESC" if descending else "ASC"
+    keys: list[tuple[str, bool]] = []
+    if sort == "assembled_at" and untimed:
+        keys += [(_UNTIMED, False), (f"CASE WHEN {_UNTIMED} THEN {{p}}export_id END", descending)]
+    return keys + [(f"{{p}}{q(sort)}", descending), ("{p}assembly_id", descending),
+                   ("{p}export_id", False)]
+
+
+def _order(sort: str, descending: bool, alias: str = "", untimed: bool = False) -> str:
+    """``_sort_keys`` as an ORDER BY list over the table ``alias``."""
     p = f"{alias}." if alias else ""
-    return f"{p}{q(sort)} {d} NULLS LAST, {p}assembly_id {d}, {p}export_id"
+    return ", ".join(f"{e.format(p=p)} {'DESC' if d else 'ASC'} NULLS LAST"
+                     for e, d in _sort_keys(sort, descending, untimed))
 
 
 def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, rows: int,
-              after: tuple[str, str] | None) -> tuple[str, list[Any]]:
+              after: tuple[str, str] | None, untimed: bool = False) -> tuple[str, list[Any]]:
     """One page of the request list (``iter_assemblies``): the first ``rows`` rows in
     ``_list_sql``'s order that come after the row (assembly_id, export_id) ``after`` (None:
     from the start), with export_id. The row after which the page starts is read by its
     key, so its values keep their own types (times, lists, nulls) in the comparison."""
-    order = _order(sort, descending, "t")  # a bad sort column fails before any read
+    order = _order(sort, descending, "t", untimed)  # a bad sort column fails before any read
+    keys = _sort_keys(sort, descending, untimed)
     where, params = filter_sql(as_filter(flt))
-    later = "<" if descending else ">"  # "comes later in the list" for the sort and the id
-    s = q(sort)
-    cols = ", ".join(f"t.{q(c)}" for c in (*LIST_COLUMNS, "export_id"))
+    cols = ", ".join([*(_shown(c, "t") for c in LIST_COLUMNS), "t.export_id"])
     if after is None:
         start, follows, head = "", "", []
     else:
-        start = ("WITH l AS (SELECT " + s + " AS ls, assembly_id AS la, export_id AS le "
-                 "FROM assembly_summary WHERE assembly_id = ? AND export_id = ?) ")
-        # the list's order (``_order``): sort NULLS LAST, assembly_id, export_id always
-        # ascending: a row comes later when the first of these that differs says so
-        follows = (f" AND ((t.{s} IS NULL)::INT > (l.ls IS NULL)::INT "
-                   f"OR ((t.{s} IS NULL) = (l.ls IS NULL) AND (t.{s} {later} l.ls "
-                   f"OR (t.{s} IS NOT DISTINCT FROM l.ls AND (t.assembly_id {later} l.la "
-                   "OR (t.assembly_id = l.la AND t.export_id > l.le))))))")
+        start = ("WITH l AS (SELECT "
+                 + ", ".join(f"{e.format(p='')} AS k{i}" for i, (e, _d) in enumerate(keys))
+                 + " FROM assembly_summary WHERE assembly_id = ? AND export_id = ?) ")
+        # a row comes later when the first key that differs says so (nulls last); the
+        # last keys, assembly_id and export_id, tell every row apart
+        follows = ""
+        for i in reversed(range(len(keys))):
+            expr, desc = keys[i]
+            t, lk = f"({expr.format(p='t.')})", f"l.k{i}"
+            later = (f"({t} IS NULL)::INT > ({lk} IS NULL)::INT OR (({t} IS NULL) = ({lk} IS NULL) "
+                     f"AND {t} {'<' if desc else '>'} {lk})")
+            follows = (f"({later})" if not follows else
+                       f"({later} OR ({t} IS NOT DISTINCT FROM {lk} AND {follows}))")
+        follows = f" AND {follows}"
         head = list(after)
     sql = (f"{start}SELECT {cols} FROM assembly_summary t{', l' if after else ''} "
            f"WHERE ({where}){follows} ORDER BY {order} LIMIT ?")
@@ -263,10 +317,11 @@ def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, row
 
 
 def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,
-              limit: int | None, offset: int) -> tuple[str, list[Any]]:
-    order = _order(sort, descending)
+              limit: int | None, offset: int, untimed: bool = False) -> tuple[str, list[Any]]:
+    order = _order(sort, descending, "t", untimed)
     where, params = filter_sql(as_filter(flt))
-    sql = f"SELECT {', '.join(LIST_COLUMNS)} FROM assembly_summary WHERE {where} ORDER BY {order}"
+    cols = ", ".join(_shown(c, "t") for c in LIST_COLUMNS)
+    sql = f"SELECT {cols} FROM assembly_summary t WHERE {where} ORDER BY {order}"
     if limit is not None:
         sql += " LIMIT ?"
         params = params + [int(limit)]

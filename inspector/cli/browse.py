@@ -13,7 +13,7 @@ import click
 from ingest.errors import ContextlensError
 
 from ..console import (
-    body, emit_json, json_default, print_table, progress_printer, stream_json_array, stream_table, vis,
+    body, budget_sentence, emit_json, json_default, print_table, progress_printer, stream_json_array, stream_table, vis,
 )
 from ..stores import resolve_store
 from .options import (
@@ -185,6 +185,16 @@ LIST_COLUMNS = [
 ]
 
 
+def _time_shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A list row whose time the log does not record (null) says so, as wide as a time
+    (the first batch sets the column's width)."""
+    if row.get("assembled_at") is None:
+        from ingest.timefmt import NOT_RECORDED, TABLE_WIDTH
+
+        row["assembled_at"] = NOT_RECORDED.ljust(TABLE_WIDTH)
+    return row
+
+
 @click.command("list")
 @db_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="e.g. 'scenario:incident policy:v5 reason:stale'")
@@ -198,6 +208,8 @@ def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, lim
     """List recorded requests (context assemblies)."""
     from ingest.filters import parse_filter
 
+    from readmodel.times import untimed_requests
+
     flt = parse_filter(filter_expr)
     with _Answers(db) as answers:
         # printed as the store streams it: the first rows appear at once, and memory stays
@@ -207,36 +219,57 @@ def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, lim
         if as_json:
             stream_json_array(batches)
             return
-        shown = stream_table(batches, LIST_COLUMNS, max_width=36)
+        shown = stream_table(([_time_shown(r) for r in rows] for rows in batches),
+                             LIST_COLUMNS, max_width=36)
         matched, total = answers.request_counts(flt)
+        untimed = untimed_requests(answers, flt)
     click.echo(f"{shown} shown, {matched} of {total} requests match")
+    if untimed:  # their made-up times are kept for the order, never shown
+        line = (f"time not recorded for {'all of them' if untimed == matched else f'{untimed} of them'}"
+                " (the log records none)")
+        if sort == "assembled_at":
+            line += ": listed in the log's order" + (", after the timed ones" if untimed < matched else "")
+        click.echo(line)
 
 
 @click.command()
 @click.argument("assembly_id")
 @db_option
+@policies_option
 @reveal_option
 @json_option
-def show(assembly_id: str, db: str | None, reveal: bool, as_json: bool) -> None:
+def show(assembly_id: str, db: str | None, policies_dir: str | None, reveal: bool,
+         as_json: bool) -> None:
     """What one request put in the prompt, and what it left out and why."""
-    with _Answers(db) as answers:
+    from readmodel.times import recorded_time
+
+    with _Answers(db, policies_dir) as answers:
         view = answers.assembly(assembly_id, reveal=reveal)
     assembly = dict(view.request)
+    assembly["assembled_at"] = recorded_time(assembly)  # a made-up time is not shown
     included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"]} for r in view.included().to_pylist()]
     omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"]} for r in view.omitted().to_pylist()]
     tokens = view.tokens
     if as_json:
-        emit_json({"assembly": assembly, "tokens": tokens.to_json(), "included": included,
-                   "omitted": omitted, "unattributed_tokens": tokens.unattributed})
+        emit_json({"assembly": assembly, "tokens": tokens.to_json(),
+                   "budget": view.budget.to_json() if view.budget is not None else None,
+                   "included": included, "omitted": omitted,
+                   "unattributed_tokens": tokens.unattributed})
         return
     click.echo(
         f"assembly {vis(assembly_id)}  {vis(assembly.get('runtime_kind'))}  participant {vis(assembly.get('participant_id'))}"
         f"  policy {vis(assembly.get('policy_version'))}  {vis(assembly.get('provider'))}/{vis(assembly.get('model'))}"
     )
+    budget = view.budget
+    # a runtime policy (a transcript's) keeps no budget: its recorded token_budget is the
+    # model's context window, and is named so
+    of = (f"of the model's context window {tokens.token_budget}"
+          if budget is not None and not budget.has_budget else f"of budget {tokens.token_budget}")
     click.echo(
-        f"tokens {tokens.assembled_tokens} of budget {tokens.token_budget}"
+        f"tokens {tokens.assembled_tokens} {of}"
         f" (history replay would send {tokens.baseline_tokens})  tags {vis(assembly.get('tags'))}"
     )
+    click.echo(budget_sentence(budget.to_json() if budget is not None else None))
     if tokens.recorded:
         click.echo(f"recorded input {tokens.assembled_tokens:,} tokens; {tokens.unattributed_sentence()}")
     click.echo(f"\nincluded ({len(included)}), in prompt order:")
@@ -265,6 +298,8 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
         emit_json(answer.to_json())
         return
     click.echo(body(answer.sentence))
+    if answer.budget is not None:
+        click.echo(f"\nbudget ({vis(answer.policy_version)}): {vis(answer.budget.sentence())}")
     click.echo("\ndecision trace:")
     print_table([dict(t) for t in answer.trace],
                 ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
@@ -277,11 +312,17 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
 
 @click.command()
 @policies_option
+@click.option("--db", "db", metavar="FILE",
+              help="Only the policy families that apply to this store's requests (a store "
+                   "file, an export folder or a transcript), with their request counts.")
 @json_option
-def policies(policies_dir: str | None, as_json: bool) -> None:
+def policies(policies_dir: str | None, db: str | None, as_json: bool) -> None:
     """List policy versions, their descriptions and what each changes from its parent."""
     from readmodel import ReadModel
 
+    if db is not None:
+        _applicable_policies(db, policies_dir, as_json)
+        return
     model = ReadModel(None, _registry(policies_dir))  # type: ignore[arg-type]
     out = [p.to_json() for p in model.policies()]
     runtimes = [p.to_json() for p in model.runtime_policies()]
@@ -300,3 +341,23 @@ def policies(policies_dir: str | None, as_json: bool) -> None:
         for c in r["changes"]:
             default = "as recorded" if c["parent"] is None else json.dumps(c["parent"])
             click.echo(f"    {vis(c['key'])} (default {vis(default)}): {vis(c['value'])}")
+
+
+def _applicable_policies(db: str, policies_dir: str | None, as_json: bool) -> None:
+    """``policies --db``: the families of the store's requests (readmodel.applicable)."""
+    from readmodel.applicable import store_policies
+
+    with _Answers(db, policies_dir) as answers:
+        found = store_policies(answers)
+    if as_json:
+        emit_json(found.to_json())
+        return
+    for f in found.families:
+        recorded = ", ".join(f"{vis(v)} {n}" for v, n in f.recorded)
+        click.echo(f"{f.requests} request{'s' if f.requests != 1 else ''} recorded under "
+                   f"{recorded}: replay under {vis(f.offer())}")
+    if found.not_modelled:
+        click.echo(f"{found.not_modelled} request{'s' if found.not_modelled != 1 else ''} "
+                   "recorded under observed: no policy version replays them")
+    if not found.families and not found.not_modelled:
+        click.echo("no requests")

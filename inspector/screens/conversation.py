@@ -19,6 +19,7 @@ from textual.widgets.tree import TreeNode
 
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
+from readmodel.times import recorded_time
 
 from ..widgets.safe import one_line, readable_line, safe_text
 from .requests import id_affixes
@@ -285,7 +286,7 @@ class ConversationScreen(Screen[None]):
                 label.append(f"  policy {one_line(a.get('policy_version'), 40)}")
                 if a.get("scenario"):
                     label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")
-                when = a.get("assembled_at")
+                when = recorded_time(a)  # None: the log records no time (never a made-up one)
                 if when is not None:
                     label.append(f"  {safe_text(table_time(when))}", style="dim")
 

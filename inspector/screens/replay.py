@@ -1,10 +1,11 @@
 """The policy picker: choose the version to replay an assembly under, and what to diff against.
 
-Each version of the registry is listed with its description and what it changes from its
-parent (``PolicyRegistry.changes``); the version the assembly was recorded under is marked
-and highlighted first. A transcript request recorded under a runtime policy (``claude-code``,
-``swe-agent``…) gets that family first, with its keys, and a line to type a version with
-changed keys (``swe-agent:last_n_observations.n=3``). "Against" is the A side of the diff: the recorded assembly, or a
+Only the versions that apply to the request are offered (``readmodel.applicable``): an
+export's request gets each version of the registry, with its description and what it
+changes from its parent (``PolicyRegistry.changes``); a transcript request recorded under a
+runtime policy (``claude-code``, ``swe-agent``…) gets that family, with its keys, examples of
+its variants and a line to type a version with changed keys
+(``swe-agent:last_n_observations.n=3``). The recorded version is marked and highlighted first. "Against" is the A side of the diff: the recorded assembly, or a
 replay under another version. The picker only chooses; the diff screen replays.
 """
 
@@ -156,18 +157,18 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         self.query_one("#policy-versions", OptionList).focus()
         self.load_policies()
 
-    def runtime_families(self, answers: Any) -> list[PolicyInfo]:
-        """The runtime policies listed first: a transcript request's own runtime."""
-        family = (self.recorded_version or "").split(":", 1)[0]
-        return [p for p in answers.runtime_policies() if p.version == family]
+    def applicable(self, answers: Any) -> list[PolicyInfo]:
+        """The versions that replay this request (``readmodel.applicable``): an export's,
+        the registry's; a transcript's, its runtime family and examples of its variants."""
+        from readmodel.applicable import policy_choices, request_policies
+
+        return policy_choices(answers, request_policies(answers, self.assembly_id))
 
     @work(thread=True, exclusive=True, group="policies")
     def load_policies(self) -> None:
         try:
             answers = self.app.answers()  # type: ignore[attr-defined]
-            # a transcript's runtime family first (the registry's versions replay it too,
-            # as a governed policy would have built it)
-            policies = self.runtime_families(answers) + answers.policies()
+            policies = self.applicable(answers)
         except ContextlensError as err:
             self.post_message(PoliciesFailed(str(err)))
             return

@@ -387,10 +387,10 @@ class RequestsScreen(Screen[None]):
         made_up = self._made_up_times()
         if made_up:
             # made-up times must not read as when the requests were made
-            parts.append("times not recorded: shown from 2000-01-01 in the log's order"
+            parts.append("times not recorded: the log's order kept"
                          if made_up == loaded else
                          f"{made_up:,} of {loaded:,} loaded requests' times not recorded "
-                         "(shown from 2000-01-01)")
+                         "(by time: after the others, in the log's order)")
         if self._display is not None:
             for key in CONSTANT_ELSEWHERE:
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.timefmt import table_time_column
+from ingest.timefmt import NOT_RECORDED, table_time_column
 
 from .arrow_table import token_bar
 
@@ -112,7 +112,8 @@ def display_page(page: pa.Table, details: pa.Table | None = None,
                             "preview": pa.nulls(rows, pa.string())})
     return pa.table(
         {
-            "time": table_time_column(page["assembled_at"]),
+            # a made-up time (the log records none) comes as null: say so
+            "time": table_time_column(page["assembled_at"], missing=NOT_RECORDED),
             "no": details["request_no"],
             "request": short_ids(page["assembly_id"], *affixes),
             "model": model,

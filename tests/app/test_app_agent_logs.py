@@ -61,7 +61,12 @@ async def test_a_log_without_times_is_not_shown_as_made_in_2000(tmp_path: Path) 
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
         status = str(app.screen.query_one("#status").render())
-        assert "times not recorded: shown from 2000-01-01 in the log's order" in status
+        assert "times not recorded: the log's order kept" in status and "2000" not in status
+        # no row shows the made-up date: each says its time was not recorded
+        table = app.screen.query_one("#requests-table")
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows and all("not recorded" in r and not any("2000-01-01" in c for c in r)
+                            for r in rows), rows
         await pilot.press("enter")
         await settle(pilot)
         header = str(app.screen.query_one("#assembly-header").render())

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from ingest.contract import selection_hash
+from replay.verify import stored_totals
 from support import swe_trajectory
 from support.cli import run, run_json
 
@@ -50,7 +51,7 @@ def test_swe_agent_steps_verify_against_their_recorded_inputs(capsys, tmp_path: 
     assert f"checked {swe_trajectory.STEPS}: {swe_trajectory.STEPS} faithful, 0 drifted" in out
 
     # the last step shows exactly the observations SWE-agent elided, as it sent them
-    last = max(rows, key=lambda r: r["assembled_at"])
+    last = rows[-1]  # the list is in the log's order (a trajectory records no times)
     shown = run_json(capsys, "show", last["assembly_id"], "--db", str(db))
     cleared = [r for r in shown["included"] if r["rendering"] == "cleared"]
     assert [r["reason_code"] for r in cleared] == ["elided"] * len(cleared)
@@ -108,9 +109,12 @@ def test_bad_runtime_keys_are_one_line_errors(capsys, tmp_path: Path) -> None:
         assert code == 2 and says in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_a_runtime_policy_on_an_export_without_transcript_facts_is_a_clear_error(capsys) -> None:
+def test_a_runtime_policy_on_an_export_s_request_is_a_clear_error(capsys) -> None:
+    """The sample's requests replay under the registry's versions, not a runtime's: one line
+    naming the versions that do apply, exit 2."""
     code, out, err = run(capsys, "replay", "asm-001", "--policy", "claude-code")
-    assert code == 2 and "no transcript facts" in err and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+    assert "does not apply to request 'asm-001'" in err and "v1, v2, v3, v4, v5, v6" in err
 
 
 # ---------------------------------------------------------------- Claude Code
@@ -134,12 +138,14 @@ def test_summariser_replay_includes_the_parent_conversation(capsys, tmp_path: Pa
     replayed = run_json(capsys, "replay", summariser["assembly_id"], "--policy", "claude-code", "--db", str(db))
     included = {r["record_id"] for r in replayed["included"]}
     # the parent's conversation up to the compaction: everything its last request before
-    # the summariser was sent, then the summariser's own prompt
+    # the summariser was sent (but the thinking of its tool-use loop: the summariser's
+    # request is a new user turn, which strips it), then the summariser's own prompt
     before = max((r for r in rows if r["assembled_at"] < summariser["assembled_at"]
                   and "compaction_summariser" not in r["tags"] and "subagent:" not in " ".join(r["tags"])),
                  key=lambda r: r["assembled_at"])
     parent = {r["record_id"] for r in run_json(capsys, "show", before["assembly_id"], "--db", str(db))["included"]}
-    assert len(parent) > 100 and parent <= included and len(included) > len(parent)
+    stripped = {r["record_id"] for r in replayed["omitted"] if r["reason_code"] == "outside_window"}
+    assert len(parent) > 100 and parent - stripped <= included and len(included) > len(parent - stripped)
     assert replayed["selection_hash"] == run_json(capsys, "show", summariser["assembly_id"], "--db",
                                                   str(db))["assembly"]["selection_hash"]
 
@@ -163,6 +169,11 @@ def test_tampered_claude_recording_is_not_faithful(capsys, tmp_path: Path) -> No
                        "WHERE assembly_id = ?", [aid]).fetchall()
     con.execute("UPDATE context_assemblies SET selection_hash = ? WHERE assembly_id = ?",
                 [selection_hash(rows), aid])
+    # and its stored totals (tokens, counts) to match the forged rows
+    records = con.sql("SELECT * FROM assembly_records WHERE assembly_id = ?", params=[aid]).to_arrow_table()
+    (tags,) = con.execute("SELECT tags FROM context_assemblies WHERE assembly_id = ?", [aid]).fetchone()
+    for column, value in stored_totals(records.to_pylist(), tags).items():
+        con.execute(f"UPDATE context_assemblies SET {column} = ? WHERE assembly_id = ?", [value, aid])
     con.close()
     code, out, err = run(capsys, "verify", "--db", str(db))
     assert code == 1
@@ -200,7 +211,7 @@ def test_claude_code_without_compaction_sends_what_it_dropped(capsys, tmp_path: 
 def test_bisect_between_two_settings_of_a_runtime_names_the_key(capsys, tmp_path: Path) -> None:
     db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
     rows = run_json(capsys, "list", "--db", str(db))
-    last = max(rows, key=lambda r: r["assembled_at"])
+    last = rows[-1]  # the list is in the log's order (a trajectory records no times)
     shown = run_json(capsys, "show", last["assembly_id"], "--db", str(db))
     elided = next(r for r in shown["included"] if r["rendering"] == "cleared")
     out = run_json(capsys, "bisect", last["assembly_id"], elided["record_id"],
@@ -211,7 +222,9 @@ def test_bisect_between_two_settings_of_a_runtime_names_the_key(capsys, tmp_path
     assert code == 2 and "--good" in err
     code, _out, err = run(capsys, "bisect", last["assembly_id"], elided["record_id"], "--good", "v1",
                           "--db", str(db))
-    assert code == 2 and "same runtime" in err
+    # v1 is a registry version: it does not replay a trajectory's request (one line naming
+    # what does)
+    assert code == 2 and "does not apply" in err and "under swe-agent" in err
 
 
 @pytest.mark.skipif(not SPOTTER.exists(), reason="shared/realdata is not beside this checkout")
@@ -257,7 +270,7 @@ def test_a_transcript_request_s_bundle_and_a_re_export_still_replay(capsys, tmp_
     from ingest.reexport import export_store
 
     db = _store(capsys, swe_trajectory.write(tmp_path / "run.traj"), tmp_path)
-    last = max(run_json(capsys, "list", "--db", str(db)), key=lambda r: r["assembled_at"])
+    last = run_json(capsys, "list", "--db", str(db))[-1]  # the log's order: no times
     code, _out, err = run(capsys, "bundle", last["assembly_id"], "--out", str(tmp_path / "b"), "--db", str(db))
     assert code == 0, err
     code, out, err = run(capsys, "verify", "--db", str(tmp_path / "b"))
@@ -332,7 +345,10 @@ def test_list_diff_replay_and_compare_count_a_requests_tokens_alike(
     outside = 0
     for row in rows:
         aid = row["assembly_id"]
-        for policy in (version, "v4"):  # a runtime's rule, and a chat policy's
+        # a registry version (the sample's v4) does not apply to a transcript's request
+        code, _out, err = run(capsys, "diff", aid, "--policy", "v4", "--db", str(db))
+        assert code == 2 and "does not apply" in err and err.count("\n") == 1, err
+        for policy in (version,):  # the runtime's rule
             diff = run_json(capsys, "diff", aid, "--policy", policy, "--db", str(db))["summary"]
             replay = run_json(capsys, "replay", aid, "--policy", policy, "--db", str(db))
             assert diff["tokens_a"] == row["assembled_tokens"], (aid, policy)
