@@ -297,7 +297,7 @@ def policy_choices(model: "ReadModel", applicable: ApplicablePolicies) -> list[P
             _kind, default, meaning = keys[key]
             out.append(PolicyInfo(
                 version=example, extends=family.name,
-                description=f"example: {family.name} with {key} = {value} — {meaning}",
+                description=f"example: {family.name} with {key} = {value} ({key}: {meaning})",
                 changes=(frozen_row({"key": key, "parent": default, "value": value}),),
                 runtime=True))
     return out
