@@ -215,16 +215,27 @@ def bin_labels(histogram: Any) -> list[str]:
 LABELLED_BINS = 5  # at most this many bins named under the histogram (more do not fit)
 
 
-def histogram_ticks(histogram: Any, rows: int = 8) -> tuple[list[int], list[str], list[int]]:
+def histogram_ticks(histogram: Any, rows: int = 8,
+                    columns: int | None = None) -> tuple[list[int], list[str], list[int]]:
     """Where to name the bins, and the y ticks: only bins that hold requests are named
     (plotext, left to itself, thins its labels and names empty bins, so a bar can stand
-    under another bin's name), and requests are counted in round whole numbers, at most
-    one tick every other row of the ``rows`` the plot has (two ticks on one row hide one
-    of them: 55, 33, 22 without 44)."""
+    under another bin's name), no two names closer than the longest one on a plot of
+    ``columns`` (plotext drops one of two colliding names, and which one it drops was not
+    the same from one drawing to the next), and requests are counted in round whole
+    numbers, at most one tick every other row of the ``rows`` the plot has (two ticks on
+    one row hide one of them: 55, 33, 22 without 44)."""
     labels = bin_labels(histogram)
     held = [i for i, b in enumerate(histogram) if b["count"]]
     step = max(1, -(-len(held) // LABELLED_BINS))
     named = held[::step]
+    if columns is not None and named:
+        per_bin = columns / len(histogram)
+        room = max(len(labels[i]) for i in named) + 1
+        spaced = [named[0]]
+        for i in named[1:]:
+            if (i - spaced[-1]) * per_bin >= room:
+                spaced.append(i)
+        named = spaced
     top = max((b["count"] for b in histogram), default=0)
     most = max(2, rows // 2 + 1)  # ticks, 0 among them
     every = next(n for n in _round_steps() if n * (most - 1) >= top)
@@ -401,7 +412,9 @@ class CompareScreen(Screen[None]):
         if histogram:
             plt.bar(list(range(len(histogram))), [b["count"] for b in histogram])
             # the plot's rows: the widget's less its title and the x axis with its labels
-            named, labels, yticks = histogram_ticks(histogram, max(plot.size.height - 4, 2))
+            # the plot's columns: the widget's less the y axis with its labels
+            named, labels, yticks = histogram_ticks(histogram, max(plot.size.height - 4, 2),
+                                                    max(plot.size.width - 6, 10))
             plt.xticks(named, labels)
             plt.yticks(yticks)
             plt.ylim(0, yticks[-1])
