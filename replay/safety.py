@@ -54,7 +54,9 @@ from ingest.timefmt import sentence_time
 # owners, supersession links); safety reads the same facts so the two cannot disagree.
 from .assembler import _index
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
-from .visibility import RequestView, VisibilityRules
+from .visibility import RequestView, VisibilityRules, owner_of
+
+_OWNED_KINDS = frozenset({"message", "tool_artifact", "tool_memory", "tool_call"})
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -156,25 +158,11 @@ class SafetyContext:
         return cut is None or created <= cut[0]
 
     def _owner(self, kind: str, row: dict[str, Any]) -> tuple[str | None, str | None, str | None, list[str]]:
-        """(owner participant, owner run, scope, shared_with); the owner is None when it does
-        not resolve to a participant of the conversation."""
-        if kind == "message":
-            owner, run, scope, shared = row["participant_id"], row["model_run_id"], row["visibility_scope"], []
-        elif kind == "tool_artifact":
-            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                         row["visibility_scope"], list(row["shared_with"] or []))
-        elif kind == "tool_memory":
-            owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                         row["visibility_scope"], [])
-        elif kind == "tool_call":  # a call is private to the participant of its run
-            owner, run, scope, shared = None, row["model_run_id"], "participant_private", []
-        else:
+        """(owner participant, owner run, scope, shared_with) by the assembler's rule
+        (``replay.visibility.owner_of``); a checkpoint or skill state has no owner here."""
+        if kind not in _OWNED_KINDS:
             return None, None, None, []
-        if owner is None:
-            owner = (self.ix.runs.get(run or "") or {}).get("participant_id")
-        if owner not in self.ix.participants:
-            owner = None
-        return owner, run, scope, shared
+        return owner_of(self.ix, kind, row)
 
     def _promoted_child(self, row: dict[str, Any], run_id: str | None) -> bool:
         """A promotable memory of a subagent child run of the requester."""
