@@ -27,14 +27,15 @@ def token_bar(part: int, whole: int, cells: int = BAR_CELLS) -> str:
 def print_token_report(rows: list[dict[str, Any]], console: Console | None = None) -> None:
     """Per scenario (the total last): requests, baseline and assembled tokens, a bar of
     assembled against baseline, and the reduction. Numbers are never cut; a long scenario
-    name is. Scenario names are log data: plain text, never markup."""
+    name is, to fit ``console`` (a terminal's width). Scenario names are log data: plain
+    text, never markup."""
     cells = []
     for r in rows:
         base, sent = int(r["baseline_tokens"] or 0), int(r["assembled_tokens"] or 0)
         cells.append((r.get("scenario"), f"{int(r['assemblies'] or 0):,}", f"{base:,}",
                       f"{sent:,}", token_bar(sent, base), f"{100 * float(r['reduction'] or 0):.1f}%"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("scenario", no_wrap=True, overflow="ellipsis", min_width=12)
+    table.add_column("scenario", no_wrap=True, overflow="ellipsis", min_width=8)
     for i, name in enumerate(("requests", "baseline", "assembled"), 1):
         widest = max([len(name)] + [len(c[i]) for c in cells])
         table.add_column(name, justify="right", no_wrap=True, min_width=widest)
@@ -42,7 +43,7 @@ def print_token_report(rows: list[dict[str, Any]], console: Console | None = Non
                      min_width=max(BAR_CELLS, len("assembled of baseline")))
     table.add_column("reduction", justify="right", no_wrap=True, min_width=9)
     for k, (scenario, *values) in enumerate(cells):
-        name = Text(one_line(scenario, 60)) if scenario else Text("(no scenario)", style="dim")
+        name = Text(one_line(scenario)) if scenario else Text("(no scenario)", style="dim")
         last_before_total = k + 1 < len(cells) and cells[k + 1][0] == ALL
         table.add_row(name, *values, end_section=last_before_total)
     # each column: a space of padding either side and a one-space rule between
@@ -50,7 +51,7 @@ def print_token_report(rows: list[dict[str, Any]], console: Console | None = Non
     if console is None:
         # the numbers always whole: a pipe (80 columns to rich) gets the width they need
         console = Console(highlight=False, soft_wrap=False)
-        console.width = max(console.width, numbers + 12)
+        console.width = max(console.width, numbers + 8)
     # the scenario name takes what the numbers leave, cut with …
-    table.columns[0].max_width = max(12, console.width - numbers)
+    table.columns[0].max_width = max(8, console.width - numbers)
     console.print(table)

@@ -216,6 +216,61 @@ class ReadModel:
         keys = page.select(["assembly_id", "conversation_id"])
         return RequestPage(masked_list_page(page, Masker(reveal)), keys, matched, total, offset)
 
+    def request_page(
+        self,
+        flt: "AssemblyFilter | str | None" = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        rows: int = 500,
+        *,
+        after: tuple[str, str] | None = None,
+        before: tuple[str, str] | None = None,
+        last: bool = False,
+        around: tuple[str, str] | None = None,
+        offset: int | None = None,
+        reveal: bool = False,
+        counts: tuple[int, int] | None = None,
+    ) -> RequestPage:
+        """A keyset page of the request list (the order of ``requests``): the first ``rows``
+        (no key), the ``rows`` after the row ``after`` or before the row ``before`` (keys
+        are (assembly_id, export_id), as in the page's ``keys``), the ``last`` rows of the
+        list, or ``rows`` centred on the row ``around`` (the list's first rows if it is gone).
+        Each is a top-N of ``rows`` rows wherever the page is, never an OFFSET past every row
+        before it. ``keys`` also holds each row's ``export_id``; ``offset`` is the page's
+        place in the list (counted, unless the caller knows it)."""
+        store = self.store
+        if counts is None:
+            counts = self.request_counts(flt)
+        matched = counts[0]
+        if around is not None:
+            place = store.count_assemblies_before(flt, sort, descending, around)
+            # near either end of the list, the other side fills the page
+            tail = store.page_assemblies(flt, sort, descending, rows - rows // 2, around,
+                                         inclusive=True)
+            head = store.page_assemblies(flt, sort, descending, rows - tail.num_rows, around,
+                                         backward=True)
+            if head.num_rows + tail.num_rows < rows and tail.num_rows == rows - rows // 2:
+                tail = store.page_assemblies(flt, sort, descending, rows - head.num_rows,
+                                             around, inclusive=True)
+            if not tail.num_rows or tail["assembly_id"][0].as_py() != around[0]:
+                return self.request_page(flt, sort, descending, rows, reveal=reveal,
+                                         counts=counts)
+            page, offset = pa.concat_tables([head, tail]), place - head.num_rows
+        elif before is not None or last:
+            page = store.page_assemblies(flt, sort, descending, rows, before, backward=True)
+            if offset is None:
+                offset = (matched - page.num_rows if before is None else
+                          store.count_assemblies_before(flt, sort, descending, before)
+                          - page.num_rows)
+        else:
+            page = store.page_assemblies(flt, sort, descending, rows, after)
+            if offset is None:
+                offset = (0 if after is None else
+                          store.count_assemblies_before(flt, sort, descending, after) + 1)
+        keys = page.select(["assembly_id", "conversation_id", "export_id"])
+        rows_shown = masked_list_page(page.drop_columns(["export_id"]), Masker(reveal))
+        return RequestPage(rows_shown, keys, matched, counts[1], max(offset, 0))
+
     def request_details(self, assembly_ids: "list[str] | pa.Array | pa.ChunkedArray",
                         reveal: bool = False) -> pa.Table:
         """Per request of a list page (same order): ``request_no`` (its place in its

@@ -61,6 +61,14 @@ class RequestQueries(Database):
         where, params = filter_sql(as_filter(flt))
         return self._rows(f"SELECT count(*) FROM assembly_summary WHERE {where}", params)[0][0]
 
+    def assembly_id_bounds(self) -> tuple[str, str, str, str]:
+        """The least and the greatest assembly id, and of the ids read backwards: the
+        prefix every id shares is that of the first two, the suffix that of the last two
+        (``readmodel.ids.store_id_affixes``). Empty strings for an empty store."""
+        row = self._rows("SELECT min(assembly_id), max(assembly_id), min(reverse(assembly_id)), "
+                         "max(reverse(assembly_id)) FROM assembly_summary")[0]
+        return tuple(v or "" for v in row)  # type: ignore[return-value]
+
     def list_assemblies(
         self,
         flt: AssemblyFilter | str | None = None,
@@ -107,6 +115,37 @@ class RequestQueries(Database):
                     left -= page.num_rows
         finally:
             cursor.close()
+
+    def page_assemblies(
+        self,
+        flt: AssemblyFilter | str | None = None,
+        sort: str = "assembled_at",
+        descending: bool = False,
+        rows: int = 500,
+        after: tuple[str, str] | None = None,
+        backward: bool = False,
+        inclusive: bool = False,
+    ) -> pa.Table:
+        """A keyset page of ``list_assemblies``' order, with ``export_id``: the first
+        ``rows`` rows after the row ``after`` (assembly_id, export_id; None: from the first
+        row), or, ``backward``, the last ``rows`` rows before it (None: the list's last
+        rows), in the list's order either way; ``inclusive``: the row ``after`` too. A top-N
+        of ``rows`` whatever the page's place in the list (an OFFSET sorts every row
+        before it)."""
+        sql, params = _page_sql(flt, sort, descending, rows, after, self._untimed_first(sort),
+                                backward=backward, inclusive=inclusive)
+        page = self._arrow(sql, params)
+        if not backward:
+            return page
+        return page.take(pa.array(range(page.num_rows - 1, -1, -1), pa.int64()))
+
+    def count_assemblies_before(self, flt: AssemblyFilter | str | None, sort: str,
+                                descending: bool, key: tuple[str, str]) -> int:
+        """How many rows matching ``flt`` come before the row ``key`` (assembly_id,
+        export_id) in the list's order: its place in the list (0 for a row not there)."""
+        sql, params = _page_sql(flt, sort, descending, 0, key, self._untimed_first(sort),
+                                backward=True, count=True)
+        return self._rows(sql, params)[0][0]
 
     def _untimed_first(self, sort: str) -> bool:
         """Whether the list's order by time must place requests whose time is not recorded
@@ -276,44 +315,57 @@ def _sort_keys(sort: str, descending: bool, untimed: bool = False) -> list[tuple
                    ("{p}export_id", False)]
 
 
-def _order(sort: str, descending: bool, alias: str = "", untimed: bool = False) -> str:
-    """``_sort_keys`` as an ORDER BY list over the table ``alias``."""
+def _order(sort: str, descending: bool, alias: str = "", untimed: bool = False,
+           backward: bool = False) -> str:
+    """``_sort_keys`` as an ORDER BY list over the table ``alias`` (``backward``: the
+    exact reverse, nulls first)."""
     p = f"{alias}." if alias else ""
-    return ", ".join(f"{e.format(p=p)} {'DESC' if d else 'ASC'} NULLS LAST"
+    return ", ".join(f"{e.format(p=p)} {'DESC' if d != backward else 'ASC'} "
+                     f"NULLS {'FIRST' if backward else 'LAST'}"
                      for e, d in _sort_keys(sort, descending, untimed))
 
 
 def _page_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool, rows: int,
-              after: tuple[str, str] | None, untimed: bool = False) -> tuple[str, list[Any]]:
+              after: tuple[str, str] | None, untimed: bool = False, backward: bool = False,
+              inclusive: bool = False, count: bool = False) -> tuple[str, list[Any]]:
     """One page of the request list (``iter_assemblies``): the first ``rows`` rows in
     ``_list_sql``'s order that come after the row (assembly_id, export_id) ``after`` (None:
-    from the start), with export_id. The row after which the page starts is read by its
-    key, so its values keep their own types (times, lists, nulls) in the comparison."""
-    order = _order(sort, descending, "t", untimed)  # a bad sort column fails before any read
+    from the start), with export_id; ``backward``: the last ``rows`` rows before it, last
+    first; ``inclusive``: the row ``after`` too; ``count``: how many rows there are instead.
+    The row after which the page starts is read by its key, so its values keep their own
+    types (times, lists, nulls) in the comparison."""
+    order = _order(sort, descending, "t", untimed, backward)  # a bad sort column fails first
     keys = _sort_keys(sort, descending, untimed)
     where, params = filter_sql(as_filter(flt))
     cols = ", ".join([*(_shown(c, "t") for c in LIST_COLUMNS), "t.export_id"])
     if after is None:
-        start, follows, head = "", "", []
+        start, follows, head, tail = "", "", [], []
     else:
         start = ("WITH l AS (SELECT "
                  + ", ".join(f"{e.format(p='')} AS k{i}" for i, (e, _d) in enumerate(keys))
                  + " FROM assembly_summary WHERE assembly_id = ? AND export_id = ?) ")
-        # a row comes later when the first key that differs says so (nulls last); the
-        # last keys, assembly_id and export_id, tell every row apart
+        # a row comes later (earlier, backward) when the first key that differs says so
+        # (nulls last); the last keys, assembly_id and export_id, tell every row apart
         follows = ""
         for i in reversed(range(len(keys))):
             expr, desc = keys[i]
             t, lk = f"({expr.format(p='t.')})", f"l.k{i}"
-            later = (f"({t} IS NULL)::INT > ({lk} IS NULL)::INT OR (({t} IS NULL) = ({lk} IS NULL) "
-                     f"AND {t} {'<' if desc else '>'} {lk})")
+            nulls, than = ("<", ">" if desc else "<") if backward else (">", "<" if desc else ">")
+            later = (f"({t} IS NULL)::INT {nulls} ({lk} IS NULL)::INT OR "
+                     f"(({t} IS NULL) = ({lk} IS NULL) AND {t} {than} {lk})")
             follows = (f"({later})" if not follows else
                        f"({later} OR ({t} IS NOT DISTINCT FROM {lk} AND {follows}))")
+        tail = []
+        if inclusive:
+            follows = f"({follows} OR (t.assembly_id = ? AND t.export_id = ?))"
+            tail = list(after)
         follows = f" AND {follows}"
         head = list(after)
-    sql = (f"{start}SELECT {cols} FROM assembly_summary t{', l' if after else ''} "
-           f"WHERE ({where}){follows} ORDER BY {order} LIMIT ?")
-    return sql, [*head, *params, int(rows)]
+    source = f"assembly_summary t{', l' if after else ''} WHERE ({where}){follows}"
+    if count:
+        return f"{start}SELECT count(*) FROM {source}", [*head, *params, *tail]
+    sql = f"{start}SELECT {cols} FROM {source} ORDER BY {order} LIMIT ?"
+    return sql, [*head, *params, *tail, int(rows)]
 
 
 def _list_sql(flt: AssemblyFilter | str | None, sort: str, descending: bool,

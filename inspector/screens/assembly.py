@@ -35,11 +35,12 @@ from ingest.errors import ContextlensError
 from ingest.tags import times_unrecorded
 from ingest.timefmt import table_time
 from readmodel import EffectiveBudget, TokenAccounting
+from readmodel.ids import NO_AFFIXES, short_id
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
 from ..widgets.assembly_view import (AssemblyContent, assembly_content, budget_line, explain,
-                                     recorded_tokens_line, token_shape_line)
+                                     recorded_tokens_line, shown_ids, token_shape_line)
 from ..widgets.omitted_tree import OmittedTree
 from ..widgets.record_panel import KIND_SHORT, ProvenanceList, RecordDetail, RecordPanel
 from ..widgets.safe import one_line, readable, safe_text
@@ -109,19 +110,24 @@ class PromptRendered(Message):
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 
 
-def findings_line(findings: list[dict[str, Any]]) -> Text:
+def findings_line(findings: list[dict[str, Any]],
+                  affixes: tuple[str, str] = NO_AFFIXES) -> Text:
     """``⚠ lint stale_as_current: memory mem-014, mem-015 · …``: each rule with its records,
     the most severe first (``contextlens lint`` has the details)."""
-    by_rule: dict[tuple[str, str], list[str]] = {}
+    # each rule's records by kind, the kind said once (an 80-column line keeps more ids)
+    by_rule: dict[tuple[str, str], dict[str, list[str]]] = {}
     for f in findings:
-        by_rule.setdefault((str(f.get("severity")), str(f.get("rule"))), []).append(
-            f"{KIND_SHORT.get(str(f.get('record_kind')), f.get('record_kind'))} {f.get('record_id')}")
+        kind = str(f.get("record_kind"))
+        record = short_id(f.get("record_id"), affixes, prefix_only=True)
+        by_rule.setdefault((str(f.get("severity")), str(f.get("rule"))), {}).setdefault(
+            str(KIND_SHORT.get(kind, kind)), []).append(record)
     line = Text()
     line.append("⚠ lint", style="bold red" if any(s == "error" for s, _ in by_rule) else "bold")
-    for k, ((severity, rule), records) in enumerate(by_rule.items()):
+    for k, ((severity, rule), kinds) in enumerate(by_rule.items()):
+        records = ", ".join(f"{kind} {', '.join(ids)}" for kind, ids in kinds.items())
         line.append("  ·  " if k else " ")
         line.append(safe_text(rule), style=SEVERITY_STYLES.get(severity, ""))
-        line.append(f": {one_line(', '.join(records), 200)}")
+        line.append(f": {one_line(records, 200)}")
     return line
 
 
@@ -169,6 +175,8 @@ class AssemblyScreen(Screen[None]):
         self._built: set[str] = set()  # tabs whose content has been built
         self._keep_cursors: dict[str, int] | None = None  # restored once records are back
         self._findings: list[dict[str, Any]] | None = None  # lint, once looked up
+        # the store's id affixes: ids shown as the request list shows them (readmodel.ids)
+        self._affixes: tuple[str, str] = NO_AFFIXES
         timer = getattr(self, "_findings_timer", None)
         if timer is not None:
             timer.stop()
@@ -373,12 +381,19 @@ class AssemblyScreen(Screen[None]):
         a = self.assembly
         if a is None:
             return
+        affixes = self._affixes
+        narrow = self.app.size.width < 120  # an 80- or 100-column terminal
+
+        def short(value: Any, limit: int, assembly: bool = False) -> str:
+            return one_line(short_id(value, affixes, prefix_only=not assembly), limit)
+
         header = Text(no_wrap=True, overflow="ellipsis")
-        header.append(f"assembly {one_line(a.get('assembly_id'), 120)}", style="bold")
+        header.append(f"assembly {short(a.get('assembly_id'), 120, assembly=True)}", style="bold")
         header.append(f"  ·  policy {one_line(a.get('policy_version'), 40)}", style="bold")
-        header.append(f" (assembler {one_line(a.get('assembler_version'), 40)})", style="dim")
+        if not narrow:  # the model, said next, matters more on a short line
+            header.append(f" (assembler {one_line(a.get('assembler_version'), 40)})", style="dim")
         header.append(f"  ·  {one_line(a.get('provider'), 40)}/{one_line(a.get('model'), 60)}")
-        header.append(f"  ·  {safe_text(a.get('runtime_kind'))} · {one_line(a.get('participant_id'), 80)}")
+        header.append(f"  ·  {safe_text(a.get('runtime_kind'))} · {short(a.get('participant_id'), 80)}")
         header.append("\n")
         used, budget = int(a.get("assembled_tokens") or 0), int(a.get("token_budget") or 0)
         if self._budget is not None and not self._budget.has_budget:
@@ -386,17 +401,24 @@ class AssemblyScreen(Screen[None]):
             header.append(f"tokens {used:,} of the {budget:,} model window", style="bold")
         else:
             header.append(f"tokens {used:,} of {budget:,} budget", style="bold")
-        header.append(f" (baseline {int(a.get('baseline_tokens') or 0):,})")
-        header.append(
-            f"  ·  {a.get('included_count', '?')} included, {a.get('omitted_count', '?')} omitted"
-        )
+        baseline = int(a.get("baseline_tokens") or 0)
+        if not narrow or baseline != used:  # a baseline equal to the tokens says nothing new
+            header.append(f" (baseline {baseline:,})")
+        header.append(f"  ·  {a.get('included_count', '?')} in, {a.get('omitted_count', '?')} out"
+                      if narrow else
+                      f"  ·  {a.get('included_count', '?')} included, "
+                      f"{a.get('omitted_count', '?')} omitted")
         when = a.get("assembled_at")
         if times_unrecorded(a.get("tags")):
             header.append("  ·  time not recorded (the log's order kept)", style="dim")
         elif when is not None:
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
-        header.append(f"  ·  conversation {one_line(a.get('conversation_id'), 80)}")
-        header.append(f" / {one_line(a.get('branch_id'), 60)}", style="dim")
+        header.append(f"  ·  conversation {short(a.get('conversation_id'), 80)}")
+        header.append(f" / {short(a.get('branch_id'), 60)}", style="dim")
+        if affixes != NO_AFFIXES:
+            # as the request list: what the ids shown leave out, so one can be typed whole
+            header.append(f"  ·  ids short for {one_line(affixes[0], 40)}…{one_line(affixes[1], 20)}",
+                          style="dim")
         if self._loaded:
             header.append("\n")
             header.append_text(budget_line(self._budget))
@@ -410,11 +432,12 @@ class AssemblyScreen(Screen[None]):
             header.append_text(recorded)
         if self._findings:
             header.append("\n")
-            header.append_text(findings_line(self._findings))
+            header.append_text(findings_line(self._findings, affixes))
         self.query_one("#assembly-header", Static).update(header)
 
     def on_resize(self, event: events.Resize) -> None:
         self._fit_panel(event.size.width, event.size.height)
+        self._render_header()  # what a header line holds depends on the width
 
     def _fit_panel(self, width: int, height: int) -> None:
         """The record panel takes a third of a short terminal (the records keep the rest)
@@ -434,6 +457,7 @@ class AssemblyScreen(Screen[None]):
         if message.assembly_id != self.assembly_id:
             return  # another assembly was opened meanwhile
         content = message.content
+        self._affixes = content.affixes
         self.assembly = content.request
         self.membership = content.membership
         self._tokens = content.tokens
@@ -449,11 +473,12 @@ class AssemblyScreen(Screen[None]):
         tables = list(self.query("#context-table").results(DataTable))
         if tables:  # kept from the last assembly: refilled in place
             table = tables[0]
-            refill(table, content.included)
+            refill(table, shown_ids(content.included, "id", self._affixes))
         else:
             context_pane = self.query_one("#tab-context", TabPane)
             await context_pane.remove_children()
-            table = arrow_table(content.included, id="context-table", max_column_content_width=70)
+            table = arrow_table(shown_ids(content.included, "id", self._affixes),
+                                id="context-table", max_column_content_width=70)
             await context_pane.mount(table)
         # the Trace table and the Omitted tree are built when their tab is first shown:
         # opening an assembly pays only for what is on screen
@@ -468,7 +493,8 @@ class AssemblyScreen(Screen[None]):
         elif content.first is not None:
             self._selected = content.first
             if content.first_detail is not None:
-                self.query_one(RecordPanel).show(content.first_detail, self.membership)
+                self.query_one(RecordPanel).show(content.first_detail, self.membership,
+                                                 self._affixes)
             else:  # once the records are on screen
                 self.call_after_refresh(self._explain_first, content)
         if self._current_tab() == "context":
@@ -486,7 +512,8 @@ class AssemblyScreen(Screen[None]):
             self._built.add(tab)
             trace_pane = self.query_one("#tab-trace", TabPane)
             await trace_pane.remove_children()
-            await trace_pane.mount(arrow_table(self._trace, id="trace-table", max_column_content_width=70))
+            await trace_pane.mount(arrow_table(shown_ids(self._trace, "record", self._affixes),
+                                               id="trace-table", max_column_content_width=70))
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)
             self._fill_omitted(self._omitted_rows)
@@ -509,7 +536,10 @@ class AssemblyScreen(Screen[None]):
             self.query_one("#omitted-tree", Tree).cursor_line = line
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
-        self.query_one("#omitted-tree", OmittedTree).show_groups(rows)
+        # each row's id as shown beside the whole one (its data, to select by)
+        shown = [{**r, "shown_id": short_id(r["record_id"], self._affixes, prefix_only=True)}
+                 for r in rows]
+        self.query_one("#omitted-tree", OmittedTree).show_groups(shown)
 
     def on_prompt_rendered(self, message: PromptRendered) -> None:
         log = self.query_one("#prompt-log", Log)
@@ -524,7 +554,7 @@ class AssemblyScreen(Screen[None]):
         detail = message.detail
         if self._selected != (detail.kind, detail.record_id):
             return  # the cursor moved on
-        self.query_one(RecordPanel).show(detail, self.membership)
+        self.query_one(RecordPanel).show(detail, self.membership, self._affixes)
 
     def on_record_selected(self, message: RecordSelected) -> None:
         if (message.kind, message.record_id) != self._selected:

@@ -19,10 +19,10 @@ from textual.widgets.tree import TreeNode
 
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
+from readmodel.ids import NO_AFFIXES, natural_key, short_id, store_id_affixes
 from readmodel.times import recorded_time
 
 from ..widgets.safe import one_line, readable_line, safe_text
-from .requests import id_affixes
 
 PREVIEW_WIDTH = 48  # a request's last user message or tool result, on its line
 ID_WIDTH = 120  # ids longer than this are cut with … (they are still whole in the data)
@@ -49,8 +49,10 @@ class ConversationLoaded(Message):
         compactions: list[dict[str, Any]] | None = None,
         participants: dict[str, dict[str, Any]] | None = None,
         requests: dict[str, dict[str, Any]] | None = None,
+        affixes: tuple[str, str] = NO_AFFIXES,
     ) -> None:
         super().__init__()
+        self.affixes = affixes  # the store's id affixes (readmodel.ids)
         self.conversation = conversation
         self.branches = branches
         self.runs = runs
@@ -121,8 +123,10 @@ def _before(when: Any, started: Any) -> bool:
         return str(when) <= str(started)
 
 
-def _ordered(rows: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda r: tuple("" if r.get(k) is None else str(r.get(k)) for k in keys))
+def _ordered(rows: list[dict[str, Any]], when: str, id_key: str) -> list[dict[str, Any]]:
+    """``rows`` by time, then by id in natural order (r25 before r100)."""
+    return sorted(rows, key=lambda r: ("" if r.get(when) is None else str(r.get(when)),
+                                       natural_key("" if r.get(id_key) is None else str(r[id_key]))))
 
 
 class ConversationScreen(Screen[None]):
@@ -168,6 +172,7 @@ class ConversationScreen(Screen[None]):
         try:
             view = answers.conversation(self.conversation_id, reveal=reveal)
             requests = answers.conversation_requests(self.conversation_id, reveal=reveal)
+            affixes = store_id_affixes(answers)
         except ContextlensError as err:
             self.post_message(ConversationFailed(str(err)))
             return
@@ -176,7 +181,7 @@ class ConversationScreen(Screen[None]):
             dict(view.conversation) if view.conversation is not None else None,
             [dict(b) for b in view.branches], [dict(r) for r in view.runs],
             [dict(a) for a in view.assemblies], [dict(c) for c in view.compactions],
-            {k: dict(v) for k, v in view.participants.items()}, by_id,
+            {k: dict(v) for k, v in view.participants.items()}, by_id, affixes,
         ))
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
@@ -202,7 +207,13 @@ class ConversationScreen(Screen[None]):
         )
         participants = {r.get("participant_id") for r in message.runs}
         if len(message.runs) > 1 and len(participants) == 1:
-            header.append(f"  ·  every run by {one_line(participants.pop(), ID_WIDTH)}", style="dim")
+            who = short_id(participants.pop(), message.affixes, prefix_only=True)
+            header.append(f"  ·  every run by {one_line(who, ID_WIDTH)}", style="dim")
+        prefix, suffix = message.affixes
+        if prefix or suffix:
+            # as the request list: what the ids shown leave out, so one can be typed whole
+            header.append(f"  ·  ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}",
+                          style="dim")
         self.query_one("#conversation-header", Static).update(header)
         self._build_tree(message)
 
@@ -210,21 +221,17 @@ class ConversationScreen(Screen[None]):
         tree = self.query_one("#conversation-tree", Tree)
         tree.clear()
         conv = message.conversation or {}
-        # the id segments every run and assembly shares, and a participant every run has,
-        # are said once in the header rather than on every line
-        import pyarrow as pa
-
-        ids = pa.array([r["model_run_id"] for r in message.runs]
-                       + [a["assembly_id"] for a in message.assemblies], pa.string())
-        prefix = id_affixes(ids)[0] if len(ids) > 1 else ""
+        # the id segments every id of the store shares (readmodel.ids: as the request list
+        # shows ids), and a participant every run has, are said once in the header rather
+        # than on every line
         participants = {r.get("participant_id") for r in message.runs}
         one_participant = len(message.runs) > 1 and len(participants) == 1
 
-        def short(value: Any) -> str:
-            text = str(value or "")
-            return text[len(prefix):] if prefix and text.startswith(prefix) else text
+        def short(value: Any, assembly: bool = False) -> str:
+            return short_id(value, message.affixes, prefix_only=not assembly)
 
-        root_label = Text(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
+        root_label = Text(f"conversation {one_line(short(self.conversation_id), ID_WIDTH)}",
+                          style="bold")
         if conv.get("title"):
             root_label.append(f"  {readable_line(conv['title'], 60)}", style="dim")
         tree.root.set_label(root_label)
@@ -275,7 +282,7 @@ class ConversationScreen(Screen[None]):
             for a in items:
                 label = Text()
                 label.append("◆ assembly ", style="magenta")
-                label.append(one_line(short(a["assembly_id"]), ID_WIDTH), style="bold")
+                label.append(one_line(short(a["assembly_id"], assembly=True), ID_WIDTH), style="bold")
                 req = message.requests.get(a["assembly_id"], {})
                 if req.get("assembled_tokens") is not None:
                     label.append(f"  {int(req['assembled_tokens']):,} tok", style="bold")
@@ -342,14 +349,14 @@ class ConversationScreen(Screen[None]):
         def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
             label = Text()
             label.append("branch ", style="green")
-            label.append(one_line(branch["branch_id"], ID_WIDTH), style="bold")
+            label.append(one_line(short(branch["branch_id"]), ID_WIDTH), style="bold")
             if branch.get("name"):
                 label.append(f"  “{one_line(branch['name'], 40)}”")
             if branch.get("parent_branch_id"):
                 fork = branch.get("fork_message_id")
                 label.append(
-                    f"  forked from {one_line(branch['parent_branch_id'], ID_WIDTH)}"
-                    + (f" at {one_line(fork, ID_WIDTH)}" if fork else ""),
+                    f"  forked from {one_line(short(branch['parent_branch_id']), ID_WIDTH)}"
+                    + (f" at {one_line(short(fork), ID_WIDTH)}" if fork else ""),
                     style="dim",
                 )
             branch_node = node.add(label, data={"type": "branch", "id": branch["branch_id"]}, expand=True)

@@ -4,7 +4,8 @@ Side A is the recorded assembly or a replay under another version; side B is a r
 the chosen version. Safety findings (``replay/safety.py``: regressions B has and A has not,
 fixes, and findings in a recorded side) come first, in their own block ("safety: none" when
 there are none); then every record side by side, the regressed records first. ``f`` hides or shows the unchanged records; the panel under the table says why
-each side decided as it did.
+each side decided as it did. On a terminal too narrow for a column per field (80 or 100
+columns), each side is one column (``table_layout``): both sides always show.
 
 Pipeline: ``DiffComputed`` (the diff and the record labels) -> ``ChangeExplained`` (the
 why-sentences of the highlighted record on both sides).
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,6 +31,7 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, DiffView, EffectiveBudget
+from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import budget_line
@@ -52,6 +55,10 @@ CHANGE_STYLES = {
     "unchanged": "dim",
 }
 SAFETY_MARK = "⚠ "
+FULL_CELL = 40  # the widest a cell of the full table is shown
+SCROLLBAR = 2
+CELL_PADDING = 2  # the table pads each cell by one column on each side
+MIN_CELL = 6  # a narrowed column keeps this many cells (its text ends with …)
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -81,9 +88,11 @@ def change_rows(
     changes: list[dict[str, Any]],
     safety_keys: set[tuple[str, str]],
     labels: dict[tuple[str, str], str],
+    affixes: tuple[str, str] = NO_AFFIXES,
 ) -> pa.Table:
     """The table the screen shows: one row per change, A then B. One assembly's records
-    (bounded), so a Python pass is fine here."""
+    (bounded), so a Python pass is fine here. Record ids as every screen shows them
+    (``readmodel.ids``)."""
     cols: dict[str, list[Any]] = {name: [] for name in (
         "change", "kind", "record", "A", "A reason", "A #", "B", "B reason", "B #", "tokens", "label"
     )}
@@ -93,7 +102,7 @@ def change_rows(
         b_shown, b_reason, b_pos, b_tok = side_cells(change.get("b"))
         cols["change"].append((SAFETY_MARK if key in safety_keys else "") + str(change["change"]))
         cols["kind"].append(change["record_kind"])
-        cols["record"].append(change["record_id"])
+        cols["record"].append(short_id(change["record_id"], affixes, prefix_only=True))
         cols["A"].append(a_shown)
         cols["A reason"].append(a_reason)
         cols["A #"].append(a_pos)
@@ -106,12 +115,95 @@ def change_rows(
     return pa.table({name: pa.array(values, types.get(name, pa.string())) for name, values in cols.items()})
 
 
-def diff_header(assembly_id: str, diff: Any) -> Text:
+def _side_cell(shown: str, reason: str, pos: int | None, change: str, other_pos: int | None) -> str:
+    """One side of a change in one cell, for a narrow table: what the change is about (the
+    reason of a reason change, the rendering or "omitted: reason" otherwise), and the
+    position where the two sides place the record differently."""
+    if change == "reason_changed" or shown == "omitted":
+        text = f"omitted: {reason}" if shown == "omitted" else reason
+    else:
+        text = shown
+    if pos is not None and (pos != other_pos or change == "moved"):
+        text += f" #{pos}"
+    return text
+
+
+def compact_rows(full: pa.Table) -> pa.Table:
+    """``change_rows`` for a narrow terminal: each side in one column (``_side_cell``), the
+    kind said short; the why panel under the table has each side's reason in full."""
+    cols = full.to_pydict()
+    a_cells, b_cells = [], []
+    for i, change in enumerate(cols["change"]):
+        name = change.removeprefix(SAFETY_MARK)
+        a_cells.append(_side_cell(cols["A"][i], cols["A reason"][i], cols["A #"][i], name,
+                                  cols["B #"][i]))
+        b_cells.append(_side_cell(cols["B"][i], cols["B reason"][i], cols["B #"][i], name,
+                                  cols["A #"][i]))
+    return pa.table({
+        "change": cols["change"],
+        "kind": [KIND_SHORT.get(k, k) for k in cols["kind"]],
+        "record": cols["record"],
+        "A": pa.array(a_cells, pa.string()),
+        "B": pa.array(b_cells, pa.string()),
+        "tokens": cols["tokens"],
+        "label": cols["label"],
+    })
+
+
+def _natural_widths(table: pa.Table, cap: int | None = None) -> list[int]:
+    """Each column's widest cell or header, as shown (capped at ``cap``)."""
+    widths = []
+    for name in table.column_names:
+        values = ["" if v is None else str(v) for v in table[name].to_pylist()]
+        widest = max([cell_len(name)] + [cell_len(v) for v in values])
+        widths.append(min(widest, cap) if cap else widest)
+    return widths
+
+
+def fit_widths(natural: list[int], room: int, floors: list[int]) -> list[int]:
+    """``natural`` narrowed, the widest column first, until they fit ``room`` (never below
+    ``floors``)."""
+    widths = list(natural)
+    while sum(widths) > room:
+        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not shrinkable:
+            break
+        widths[max(shrinkable, key=lambda i: widths[i])] -= 1
+    return widths
+
+
+def table_layout(full: pa.Table, width: int) -> tuple[pa.Table, list[int | None] | None]:
+    """The records table for a terminal ``width`` wide: the full table when every column
+    up to the tokens fits (the label takes what is left, cut with …); else the narrow
+    one (``compact_rows``), its columns narrowed to fit, the label given what is left
+    (or left out: the why panel's title shows it)."""
+    room = max(width - SCROLLBAR, 20)
+    natural = _natural_widths(full, FULL_CELL)
+    if sum(w + CELL_PADDING for w in natural[:-1]) <= room:
+        return full, None
+    compact = compact_rows(full)
+    natural = _natural_widths(compact)
+    names = compact.column_names[:-1]
+    floors = [max(min(w, MIN_CELL), len(name) if name != "change" else MIN_CELL)
+              for w, name in zip(natural[:-1], names)]
+    fixed = fit_widths(natural[:-1], room - CELL_PADDING * len(names), floors)
+    label = room - sum(fixed) - CELL_PADDING * len(natural)
+    if label < MIN_CELL:
+        return compact.drop_columns(["label"]), list(fixed)
+    return compact, [*fixed, min(label, natural[-1])]
+
+
+def diff_header(assembly_id: str, diff: Any, affixes: tuple[str, str] = NO_AFFIXES,
+                narrow: bool = False) -> Text:
+    """Both sides, their tokens and the changes by class; ``narrow`` (an 80-column
+    terminal) with shorter separators, so the counts stay on their line."""
     summary = _get(diff, "summary") or {}
     counts = summary.get("counts") or {}
     a_label, b_label = _get(diff, "a_label", "A"), _get(diff, "b_label", "B")
-    text = Text()
-    text.append(f"diff {safe_text(assembly_id)}", style="bold")
+    sep = " · " if narrow else "  ·  "
+    # narrow: each line cut with … rather than wrapped (the rows keep the screen's height)
+    text = Text(no_wrap=True, overflow="ellipsis") if narrow else Text()
+    text.append(f"diff {safe_text(short_id(assembly_id, affixes))}", style="bold")
     text.append("   A = ", style="dim")
     text.append(safe_text(a_label), style="bold")
     text.append("   B = ", style="dim")
@@ -126,12 +218,14 @@ def diff_header(assembly_id: str, diff: Any) -> Text:
         # a transcript's request: the rest is its system prompt and tools, in no record
         text.append(f", {int(rec_a):,} → {int(rec_b or 0):,} in records", style="dim")
     if "included_a" in summary:
-        text.append(f"  ·  included {summary.get('included_a')} → {summary.get('included_b')}")
+        # narrow: "incl", as the request list's column, to keep the line's counts whole
+        text.append(f"{sep}{'incl' if narrow else 'included'} {summary.get('included_a')} → "
+                    f"{summary.get('included_b')}")
     # the classes that occur, in diff order (an empty class would only take room)
     for name in CHANGE_ORDER:
         n = int(counts.get(name) or 0)
         if n:
-            text.append("  ·  ")
+            text.append(sep)
             text.append(f"{name} ", style="dim" if name == "unchanged" else "")
             text.append(str(n), style="dim" if name == "unchanged" else f"bold {CHANGE_STYLES[name]}")
     for line in budget_lines(diff):
@@ -178,8 +272,10 @@ def safety_alarm(groups: dict[str, list[dict[str, Any]]]) -> bool:
     return bool(groups["regressions"] or groups["in_recording"])
 
 
-def safety_text(groups: dict[str, list[dict[str, Any]]]) -> Text:
-    """The safety block: every group with findings, or "safety: none"."""
+def safety_text(groups: dict[str, list[dict[str, Any]]],
+                affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+    """The safety block: every group with findings, or "safety: none". Each finding's
+    records by kind, the kind said once (``memory mem-014, mem-015``), ids short."""
     text = Text()
     if not any(groups.values()):
         text.append("safety: none", style="dim")
@@ -196,15 +292,17 @@ def safety_text(groups: dict[str, list[dict[str, Any]]]) -> Text:
         text.append(f"{mark}safety {title}: {len(items)}", style="bold")
         text.append(f"  ({meaning})", style="dim")
         # one line per finding, naming its records: the records table keeps the rows
-        by_finding: dict[str, list[str]] = {}
+        by_finding: dict[str, dict[str, list[str]]] = {}
         for item in items:
             kind = str(item.get("record_kind") or "")
-            by_finding.setdefault(str(item.get("finding") or ""), []).append(
-                f"{KIND_SHORT.get(kind, kind)} {item.get('record_id')}")
-        for finding, records in by_finding.items():
+            record = short_id(item.get("record_id"), affixes, prefix_only=True)
+            by_finding.setdefault(str(item.get("finding") or ""), {}).setdefault(
+                KIND_SHORT.get(kind, kind), []).append(record)
+        for finding, kinds in by_finding.items():
+            records = ", ".join(f"{kind} {', '.join(ids)}" for kind, ids in kinds.items())
             text.append("\n  ")
             text.append(safe_text(finding), style="bold")
-            text.append(f"  {one_line(', '.join(records), 400)}")
+            text.append(f"  {one_line(records, 400)}")
     return text
 
 
@@ -221,10 +319,12 @@ class SideWhy:
 
 
 class DiffComputed(Message):
-    def __init__(self, diff: Any, labels: dict[tuple[str, str], str]) -> None:
+    def __init__(self, diff: Any, labels: dict[tuple[str, str], str],
+                 affixes: tuple[str, str] = NO_AFFIXES) -> None:
         super().__init__()
         self.diff = diff
         self.labels = labels
+        self.affixes = affixes  # the store's id affixes (readmodel.ids)
 
 
 class DiffFailed(Message):
@@ -276,12 +376,15 @@ class DiffScreen(Screen[None]):
         self._labels: dict[tuple[str, str], str] = {}
         self._shown: list[dict[str, Any]] = []
         self._selected: tuple[str, str] | None = None
+        self._affixes: tuple[str, str] = NO_AFFIXES
+        self._width: int | None = None  # the width the records table was laid out for
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Header()
-        waiting = Text(f"diff {safe_text(self.assembly_id)} · replaying under {safe_text(self.version)}…")
+        waiting = Text(f"diff {one_line(self.assembly_id, 120)} · replaying under "
+                       f"{safe_text(self.version)}…")
         yield Static(waiting, id="diff-header")
         yield Static("", id="diff-safety")
         yield Vertical(
@@ -326,11 +429,12 @@ class DiffScreen(Screen[None]):
             else:  # a diff computed elsewhere (verify's drift), shown as it is
                 view = answers.diff_of(self.assembly_id, self.diff, self.against, self.version,
                                        reveal=reveal)
+            affixes = store_id_affixes(answers)
         except ContextlensError as err:
             self.post_message(DiffFailed(str(err)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(DiffComputed(view, dict(view.labels)))
+            self.post_message(DiffComputed(view, dict(view.labels), affixes))
 
     @work(thread=True, exclusive=True, group="explain")
     def explain_change(self, kind: str, record_id: str, labels: tuple[str, str]) -> None:
@@ -365,19 +469,41 @@ class DiffScreen(Screen[None]):
     async def on_diff_computed(self, message: DiffComputed) -> None:
         self.diff = message.diff
         self._labels = message.labels
-        header = diff_header(self.assembly_id, self.diff)
-        if self.note:
-            header.append("\n")
-            header.append(safe_text(self.note), style="italic")
-        self.query_one("#diff-header", Static).update(header)
+        self._affixes = message.affixes
+        self._render_header()
         groups = safety_groups(self.diff)
         alarm = safety_alarm(groups)
         self.set_class(alarm, "-has-safety")
         block = self.query_one("#diff-safety", Static)
         block.set_class(alarm, "-safety")
         block.set_class(not alarm, "-clean")
-        block.update(safety_text(groups))
+        block.update(safety_text(groups, self._affixes))
         await self._show_rows()
+
+    def _narrow(self) -> bool:
+        return self.app.size.width < 100
+
+    def _render_header(self) -> None:
+        narrow = self._narrow()
+        header = diff_header(self.assembly_id, self.diff, self._affixes, narrow)
+        if self.note:
+            header.append("\n")
+            header.append(safe_text(self.note), style="italic")
+        # narrow: the header's lines and the why's title cut with …, not wrapped, so the
+        # records and both sides' why keep the rows of a 24-line terminal
+        for name in ("#diff-header", "#change-title"):
+            widget = self.query_one(name, Static)
+            widget.styles.text_wrap = "nowrap" if narrow else "wrap"
+            widget.styles.text_overflow = "ellipsis" if narrow else "fold"
+        self.query_one("#diff-header", Static).update(header)
+
+    async def on_resize(self, event: Any) -> None:
+        """Another width may take the other table (``table_layout``) and header."""
+        if self.diff is None or self.has_class("-failed"):
+            return
+        self._render_header()
+        if self._width != self.app.size.width:
+            await self._show_rows()
 
     def on_diff_failed(self, message: DiffFailed) -> None:
         self.add_class("-failed")
@@ -392,7 +518,8 @@ class DiffScreen(Screen[None]):
         if self._selected != (message.kind, message.record_id):
             return  # the cursor moved on
         title = Text()
-        title.append(f"{KIND_SHORT.get(message.kind, message.kind)} {safe_text(message.record_id)}", style="bold")
+        record = short_id(message.record_id, self._affixes, prefix_only=True)
+        title.append(f"{KIND_SHORT.get(message.kind, message.kind)} {safe_text(record)}", style="bold")
         if message.privacy:
             title.append(f"  ·  {message.privacy}", style="magenta")
         if message.content:
@@ -400,11 +527,11 @@ class DiffScreen(Screen[None]):
             title.append(one_line(message.content, 200))
         self.query_one("#change-title", Static).update(title)
         for side, box in zip(message.sides, ("a", "b"), strict=False):
-            self.query_one(f"#change-{box}", Static).update(self._side_text(side))
+            self.query_one(f"#change-{box}", Static).update(self._side_text(side, self._affixes))
             self.query_one(f"#change-{box}-trace", Static).update(self._trace_text(side))
 
     @staticmethod
-    def _side_text(side: SideWhy) -> Text:
+    def _side_text(side: SideWhy, affixes: tuple[str, str] = NO_AFFIXES) -> Text:
         text = Text()
         text.append(safe_text(side.label), style="bold")
         text.append("  ")
@@ -418,7 +545,7 @@ class DiffScreen(Screen[None]):
         elif side.decision is not None and side.decision.get("decision") != "included":
             text.append("\nthe model receives nothing of it", style="bold")
         text.append("\n")
-        text.append(safe_text(side.why))
+        text.append(safe_text(short_text(side.why, affixes)))  # ids as the table shows them
         return text
 
     @staticmethod
@@ -451,12 +578,13 @@ class DiffScreen(Screen[None]):
         }
         holder = self.query_one("#diff-holder")
         await holder.remove_children()
+        self._width = self.app.size.width
         if shown:
-            table = arrow_table(
-                change_rows(shown, safety_keys, self._labels),  # type: ignore[arg-type]
-                id="diff-table",
-                max_column_content_width=40,
-            )
+            rows, widths = table_layout(
+                change_rows(shown, safety_keys, self._labels, self._affixes),  # type: ignore[arg-type]
+                self._width)
+            table = arrow_table(rows, id="diff-table", max_column_content_width=FULL_CELL,
+                                column_widths=widths)
             await holder.mount(table)
             self._fit_rows(len(shown))
             keys = [(c["record_kind"], c["record_id"]) for c in shown]
@@ -476,15 +604,20 @@ class DiffScreen(Screen[None]):
         """The records table as tall as its rows (with its header) up to half the screen;
         the why panel takes the rest."""
         holder = self.query_one("#diff-holder")
-        half = max(self.app.size.height // 2 - 4, 4)
+        height = self.app.size.height
+        half = max(height // 2 - 4, 4)
         holder.styles.height = rows + 2 if rows + 2 <= half else "1fr"
-        self.query_one("#change-panel").styles.height = "1fr" if rows + 2 <= half else 13
+        # a third of a short terminal (24 lines: the records keep 8 rows)
+        panel = min(13, max(7, height // 3))
+        self.query_one("#change-panel").styles.height = "1fr" if rows + 2 <= half else panel
 
     def _update_status(self) -> None:
         total = len(self._all_changes())
         changed = sum(1 for c in self._all_changes() if c["change"] != "unchanged")
+        narrow = self._narrow()  # the status line in 80 columns
         if self.changes_only:
-            status = f"{changed} changed of {total} records · f: show the unchanged too"
+            status = (f"{changed} changed of {total} records · f: "
+                      + ("all" if narrow else "show the unchanged too"))
         else:
             status = f"all {total} records ({changed} changed) · f: changes only"
         status += " · enter: read the why · esc: back"

@@ -1,26 +1,29 @@
 """The request list: every recorded context assembly, filtered, sorted and paged with SQL.
 
-The table holds pages of ``PAGE_ROWS`` rows fetched from ``Store.list_assemblies``; moving
-the cursor near the last loaded row fetches the next page. Counts are "N of M": N requests
+The table holds a run of the list's rows, read in keyset pages of ``PAGE_ROWS`` rows
+(``ReadModel.request_page``): moving the cursor near the last (first) loaded row reads the
+page after (before) it; Home and End read the list's first and last page, wherever the rows
+loaded are. The table is composed once and its rows and columns replaced in place (a click
+that lands while rows arrive meets the table it aimed at). Counts are "N of M": N requests
 match the filter, M are in the store.
 
-(A little over 500 lines: paging, the debounced filter, sorting, loading ahead and the lint
-column are the one screen's behaviour, each kept beside the events that drive it.)
+(About 700 lines: paging both ways, Home and End, the debounced filter, sorting, loading
+ahead and the lint column are the one screen's behaviour, each kept beside the events that
+drive it.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from textual import on, work
 from textual.app import ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
@@ -31,13 +34,14 @@ from textual_fastdatatable import DataTable
 from ingest.errors import ContextlensError
 from ingest.secrets import MASK_PREFIX
 from ingest.tags import TIMES_UNRECORDED
+from readmodel.ids import short_ids, store_id_affixes
 
-from ..widgets.arrow_table import arrow_table, refill
+from ..widgets.arrow_table import ArrowDataTable, arrow_table, refill
 from ..widgets.assembly_view import assembly_content
 from ..widgets.footer import KeysFooter
 from ..widgets.request_columns import (
     ARROWS, BY_KEY, COLUMNS, CONSTANT_ELSEWHERE, MARKER_LEGEND, Column, constant_value, cut,
-    display_page, finding_markers, fit_columns, id_affixes, short_ids,
+    display_page, finding_markers, fit_columns,
 )
 from ..widgets.safe import READABLE_COLUMNS, one_line, safe_column
 
@@ -47,6 +51,8 @@ FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
 PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
 PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
+
+RowKey = tuple[str, str]  # (assembly_id, export_id): a row's place in any order of the list
 
 FILTER_HINT = (
     "filter: tag:x scenario:x policy:v4 runtime:chat participant:p reason:stale "
@@ -79,11 +85,16 @@ class AssembliesLoaded(Message):
         total: int,
         affixes: tuple[str, str] = ("", ""),
         misses: list[str] | None = None,
+        place: str = "replace",
+        cursor_row: int | None = None,
     ) -> None:
         super().__init__()
         self.generation = generation
-        self.offset = offset
-        self.keys = keys  # assembly_id, conversation_id of each row
+        self.offset = offset  # the page's place in the list
+        self.keys = keys  # assembly_id, conversation_id, export_id of each row
+        # "replace" the rows loaded, or join them: "append" after, "prepend" before
+        self.place = place
+        self.cursor_row = cursor_row  # where the cursor goes in a replacing page (-1: last)
         self.display = display
         self.matched = matched
         self.total = total
@@ -92,7 +103,7 @@ class AssembliesLoaded(Message):
 
 
 class FindingsLoaded(Message):
-    """The lint markers of the page loaded at ``offset`` (``finding_markers``)."""
+    """The lint markers of the page at ``offset`` in the list (``finding_markers``)."""
 
     def __init__(self, generation: int, offset: int, markers: pa.Array) -> None:
         super().__init__()
@@ -108,6 +119,32 @@ class AssembliesFailed(Message):
         self.error = error
 
 
+class RequestTable(ArrowDataTable):
+    """The list's table: Home and End (ctrl+Home, ctrl+End too) go to the list's first and
+    last request, not the loaded rows' (the screen reads them when they are not loaded)."""
+
+    def _jump(self, end: bool) -> None:
+        screen = self.screen
+        if isinstance(screen, RequestsScreen):
+            screen.jump(end)
+
+    def action_scroll_home(self, select: bool = False) -> None:
+        self._jump(False)
+
+    def action_scroll_end(self, select: bool = False) -> None:
+        self._jump(True)
+
+    def action_cursor_table_start(self, select: bool = False) -> None:
+        self._jump(False)
+
+    def action_cursor_table_end(self, select: bool = False) -> None:
+        self._jump(True)
+
+
+# the table before the first page: the main columns' headers, no row
+_NO_ROWS = pa.table({c.label: pa.array([], pa.string()) for c in COLUMNS if c.rank <= 3})
+
+
 class RequestsScreen(Screen[None]):
     """Every recorded request, oldest first, with a filter and per-column sort; the
     columns shown are the most useful that fit the terminal (``fit_columns``)."""
@@ -115,7 +152,9 @@ class RequestsScreen(Screen[None]):
     AUTO_FOCUS = ""  # the table takes focus once its first page is in
 
     BINDINGS = [
-        Binding("slash", "focus_filter", "Filter", key_display="/"),
+        # a priority binding, run as the key arrives (not after the keys queued behind it
+        # reached the list): what is typed right after / lands in the filter
+        Binding("slash", "focus_filter", "Filter", key_display="/", priority=True),
         Binding("s", "sort", "Sort"),
         Binding("enter", "open", "Open"),
         Binding("c", "conversation", "Conversation"),
@@ -136,7 +175,10 @@ class RequestsScreen(Screen[None]):
         self._display: pa.Table | None = None
         self._matched = 0
         self._total = 0
-        self._loading_more = False
+        self._loading_more = False  # the page after the loaded rows is being read
+        self._loading_back = False  # the page before them
+        self._start = 0  # the list's place of the first loaded row
+        self._going_to = ""  # "first" or "last" while Home or End reads its page
         self._affixes: tuple[str, str] = ("", "")
         self._misses: list[str] = []
         self._shown: list[tuple[Column, int]] = []  # the columns on screen and their widths
@@ -156,7 +198,16 @@ class RequestsScreen(Screen[None]):
             filter_input.cursor_blink = False
             yield filter_input
             yield Static("", id="filter-error", markup=False)
-        yield Vertical(Static("Loading requests…", classes="placeholder"), id="requests-holder")
+        with Vertical(id="requests-holder"):
+            yield Static("Loading requests…", classes="placeholder", id="requests-loading")
+            # built once: pages, lint, sorts and filters replace its rows, never the widget
+            table = arrow_table(_NO_ROWS, id="requests-table", cursor_type="cell",
+                                max_column_content_width=None, table_class=RequestTable)
+            table.display = False
+            yield table
+            empty = Static("", classes="placeholder", markup=False, id="requests-empty")
+            empty.display = False
+            yield empty
         yield Static("", id="status", markup=False)
         yield KeysFooter()
 
@@ -167,39 +218,75 @@ class RequestsScreen(Screen[None]):
 
     def reload(self) -> None:
         self._generation += 1
-        self._loading_more = False
-        self.load_page(self._generation, self.query_state, 0)
+        self._loading_more = self._loading_back = False
+        self._going_to = ""
+        self.load_page(self._generation, self.query_state)
 
     def refresh_rows(self) -> None:
         """Load the rows again from a store that changed under the list (a followed file
-        grew): the filter and sort stay, the rows already loaded are loaded again, and the
-        cursor stays on the request it was on."""
+        grew): the filter and sort stay, the rows already loaded are loaded again (around
+        the cursor's request when they are not the list's first), and the cursor stays on
+        the request it was on."""
         self._keep_assembly = self.highlighted_assembly()
+        around = self._highlighted_key() if self._start else None
         self._generation += 1
-        self._loading_more = False
+        self._loading_more = self._loading_back = False
         loaded = self._display.num_rows if self._display is not None else 0
-        self.load_page(self._generation, self.query_state, 0, max(PAGE_ROWS, loaded))
+        self.load_page(self._generation, self.query_state, around=around,
+                       limit=max(PAGE_ROWS, loaded))
+
+    def jump(self, end: bool) -> None:
+        """Home (``end`` False) or End: the cursor on the list's first or last request; its
+        page is read when the rows loaded do not hold it."""
+        table = self._table()
+        if table is None or self._display is None:
+            return
+        loaded = self._display.num_rows
+        if not end and self._start == 0:
+            table.move_cursor(row=0, animate=False)
+        elif end and self._start + loaded >= self._matched:
+            table.move_cursor(row=max(loaded - 1, 0), animate=False)
+        else:
+            self._generation += 1
+            self._loading_more = self._loading_back = False
+            self._going_to = "last" if end else "first"
+            self.load_page(self._generation, self.query_state, last=end,
+                           cursor_row=-1 if end else 0, counts=(self._matched, self._total))
+            self._update_status()
 
     def follow_noted(self) -> None:
         """The app started, stopped or failed following: the status line says so."""
         self._update_status()
 
     @work(thread=True, exclusive=True, group="requests")
-    def load_page(self, generation: int, query: ListQuery, offset: int,
-                  limit: int = PAGE_ROWS) -> None:
+    def load_page(self, generation: int, query: ListQuery, *, last: bool = False,
+                  around: RowKey | None = None, limit: int = PAGE_ROWS,
+                  cursor_row: int | None = None, counts: tuple[int, int] | None = None) -> None:
+        """Rows that replace the loaded ones: the list's first page, its ``last``, or the
+        page ``around`` a row."""
+        self._load(generation, query, "replace", last=last, around=around, limit=limit,
+                   cursor_row=cursor_row, counts=counts)
+
+    @work(thread=True, group="requests-more")
+    def load_more(self, generation: int, query: ListQuery, place: str, key: RowKey,
+                  offset: int | None, counts: tuple[int, int]) -> None:
+        """The page after (``place`` "append") or before ("prepend") the row ``key``: not
+        exclusive, so a page read while the one before it reads its lint cancels neither."""
+        self._load(generation, query, place, after=key if place == "append" else None,
+                   before=key if place == "prepend" else None, offset=offset, counts=counts)
+
+    def _load(self, generation: int, query: ListQuery, place: str, *,
+              after: RowKey | None = None, before: RowKey | None = None, last: bool = False,
+              around: RowKey | None = None, offset: int | None = None, limit: int = PAGE_ROWS,
+              cursor_row: int | None = None, counts: tuple[int, int] | None = None) -> None:
         answers = self.app.answers()  # type: ignore[attr-defined]
         reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
         self.queries_run += 1
         try:
-            counts = None if offset == 0 or not self._total else (self._matched, self._total)
-            result = answers.requests(
-                query.flt,
-                sort=query.sort,
-                descending=query.descending,
-                limit=limit,
-                offset=offset,
-                reveal=reveal,
-                counts=counts,
+            result = answers.request_page(
+                query.flt, sort=query.sort, descending=query.descending, rows=limit,
+                after=after, before=before, last=last, around=around, offset=offset,
+                reveal=reveal, counts=counts,
             )
             page = result.rows
             matched, total = result.matched, result.total
@@ -207,10 +294,10 @@ class RequestsScreen(Screen[None]):
             # requests): a store that large shows the first page without them
             details = (answers.request_details(result.keys["assembly_id"], reveal=reveal)
                        if total <= DETAILS_MAX_REQUESTS else None)
-            affixes = id_affixes(page["assembly_id"]) if offset == 0 else self._affixes
+            affixes = store_id_affixes(answers) if place == "replace" else self._affixes
             display = display_page(page, details, affixes)
             misses = (answers.filter_misses(query.flt, reveal=reveal)
-                      if offset == 0 and matched == 0 else [])
+                      if place == "replace" and matched == 0 else [])
             source = None if self._source_named else answers.source_name()
         except ContextlensError as err:
             self.post_message(AssembliesFailed(generation, str(err)))
@@ -220,15 +307,15 @@ class RequestsScreen(Screen[None]):
         if source:
             self.app.call_from_thread(self._name_source, source)
         keys = result.keys
-        self.post_message(AssembliesLoaded(generation, offset, keys, display, matched, total,
-                                           affixes, misses))
+        self.post_message(AssembliesLoaded(generation, result.offset, keys, display, matched,
+                                           total, affixes, misses, place, cursor_row))
         # the markers come after the rows: the page shows at once, its lint follows
         try:
             markers = finding_markers(answers.request_findings(keys["assembly_id"]))
         except ContextlensError:
             markers = pa.array([""] * keys.num_rows, pa.string())
         if not get_current_worker().is_cancelled:
-            self.post_message(FindingsLoaded(generation, offset, markers))
+            self.post_message(FindingsLoaded(generation, result.offset, markers))
 
     def _name_source(self, source: str) -> None:
         """The header names what the store was built from, not its cache file (a store
@@ -243,55 +330,64 @@ class RequestsScreen(Screen[None]):
         app.source_label = label  # type: ignore[attr-defined]
         app.watch_reveal(app.reveal)  # type: ignore[attr-defined]
 
-    async def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:
+    def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:
         if message.generation != self._generation:
             return  # a newer query replaced this one
         self._matched, self._total = message.matched, message.total
-        old_table = self._table()
-        cursor = old_table.cursor_coordinate if old_table is not None else Coordinate(0, 0)
-        in_place = False
-        if message.offset == 0 or self._keys is None or self._display is None:
-            self._keys, self._display = message.keys, message.display
-            self._affixes, self._misses = message.affixes, message.misses
-            keep, self._keep_assembly = self._keep_assembly, None
-            row = 0
-            if keep is not None:  # rows reloaded under the cursor: it stays on its request
-                found = pc.index(message.keys["assembly_id"], keep).as_py()
-                row = found if found >= 0 else cursor.row
-            cursor = Coordinate(row, cursor.column)
-            in_place = keep is not None
-        else:
+        joined = self._keys is not None and self._display is not None
+        if message.place == "append" and joined:
+            self._loading_more = False
             self._keys = pa.concat_tables([self._keys, message.keys])
             self._display = pa.concat_tables([self._display, message.display])
-        self._loading_more = False
-        await self._show_table(cursor, in_place)
+            self._show_table()
+        elif message.place == "prepend" and joined:
+            self._loading_back = False
+            self._keys = pa.concat_tables([message.keys, self._keys])
+            self._display = pa.concat_tables([message.display, self._display])
+            self._start = message.offset
+            # the rows on screen stay where they are, the cursor on its request
+            self._show_table(shift=message.keys.num_rows)
+        else:
+            self._loading_more = self._loading_back = False
+            self._going_to = ""
+            self._keys, self._display = message.keys, message.display
+            self._start = message.offset
+            self._affixes, self._misses = message.affixes, message.misses
+            keep, self._keep_assembly = self._keep_assembly, None
+            row = 0 if message.cursor_row is None else message.cursor_row
+            if row < 0:
+                row = message.keys.num_rows - 1
+            if keep is not None:  # rows reloaded under the cursor: it stays on its request
+                found = pc.index(message.keys["assembly_id"], keep).as_py()
+                table = self._table()
+                row = found if found >= 0 else (table.cursor_row if table is not None else 0)
+            # rows reloaded under the cursor keep the view; a new query starts at its row
+            self._show_table(row=max(row, 0), keep_view=keep is not None)
         self._update_status()
 
-    async def on_findings_loaded(self, message: FindingsLoaded) -> None:
+    def on_findings_loaded(self, message: FindingsLoaded) -> None:
         display = self._display
         if message.generation != self._generation or display is None:
             return
-        end = message.offset + len(message.markers)
-        if end > display.num_rows:
+        begin = message.offset - self._start
+        end = begin + len(message.markers)
+        if begin < 0 or end > display.num_rows:
             return  # the page it belongs to was replaced
         column = display["findings"]
         markers = pa.chunked_array(
-            [column.slice(0, message.offset).combine_chunks(), message.markers,
+            [column.slice(0, begin).combine_chunks(), message.markers,
              column.slice(end).combine_chunks()], pa.string())
         self._display = display.set_column(display.column_names.index("findings"),
                                            "findings", markers)
         found = pc.any(pc.not_equal(message.markers, "")).as_py()
         if found or "findings" in [c.key for c, _ in self._shown]:
-            table = self._table()
-            cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
-            # while following, the markers of each update's rows change rows, not the table
-            await self._show_table(cursor, in_place=bool(getattr(self.app, "follow_note", "")))
+            self._show_table()
             self._update_status()
 
     def on_assemblies_failed(self, message: AssembliesFailed) -> None:
         if message.generation != self._generation:
             return
-        self._loading_more = False
+        self._loading_more = self._loading_back = False
         self._show_error(message.error)
 
     def _fit(self) -> list[tuple[Column, int]]:
@@ -299,54 +395,61 @@ class RequestsScreen(Screen[None]):
         return fit_columns(self._display, self.size.width or self.app.size.width,
                            self.query_state.column)
 
-    async def _show_table(self, cursor: Coordinate, in_place: bool = False) -> None:
-        """Show the loaded rows. ``in_place`` (rows reloaded under the list, as a followed
-        file grows): when the columns and their widths are the same, the table keeps its
-        widget and only its rows change, so a click on it while rows arrive lands on a
-        table that is still there."""
+    def _show_table(self, row: int | None = None, shift: int = 0,
+                    keep_view: bool = True) -> None:
+        """Show the loaded rows in the one table, in place: its rows and columns change, the
+        widget stays (a click on it while rows arrive lands on a table that is there). The
+        cursor stays on its column when columns come or go; on its row and the view where
+        it was (``keep_view``), else it goes to ``row``; ``shift`` rows came before the
+        loaded ones: the view and the cursor move down by as many, so nothing on screen
+        moves."""
         assert self._display is not None
-        holder = self.query_one("#requests-holder")
-        had_focus = self.focused is None or isinstance(self.focused, DataTable)
-        before = list(self._shown)
-        old = [c.key for c, _ in self._shown]
-        self._shown = self._fit()
-        if not self._display.num_rows:  # the headers of the main columns, over the reason
-            self._shown = [(c, len(c.label) + 2) for c in COLUMNS if c.rank <= 3]
-        current = self._table()
-        if (in_place and current is not None and self._display.num_rows
-                and [(c.key, w) for c, w in before] == [(c.key, w) for c, w in self._shown]):
-            refill(current, self._shown_rows())
-            current.move_cursor(row=min(cursor.row, self._display.num_rows - 1),
-                                column=cursor.column, animate=False)
+        table = self._table()
+        if table is None:
             return
-        await holder.remove_children()
-        if 0 <= cursor.column < len(old) and old[cursor.column] in BY_KEY:
-            # the cursor stays on its column when columns come or go
-            keys = [c.key for c, _ in self._shown]
-            column = old[cursor.column]
-            cursor = Coordinate(cursor.row, keys.index(column) if column in keys else 0)
-        table = arrow_table(
-            self._shown_rows(),
-            id="requests-table",
-            cursor_type="cell",
-            max_column_content_width=None,
-            column_widths=[w for _, w in self._shown],
-        )
-        await holder.mount(table)
-        if self._display.num_rows:
-            row = min(cursor.row, self._display.num_rows - 1)
-            table.move_cursor(row=row, column=cursor.column, animate=False)
-            self._prefetch_later(row)  # the cursor starts resting here
+        rows = self._display.num_rows
+        had_focus = self.focused is None or self.focused is table
+        old = [c.key for c, _ in self._shown]
+        cursor, scroll_y = table.cursor_coordinate, table.scroll_y
+        self._shown = self._fit()
+        if not rows:  # the headers of the main columns, over the reason
+            self._shown = [(c, len(c.label) + 2) for c in COLUMNS if c.rank <= 3]
+        keys = [c.key for c, _ in self._shown]
+        column = cursor.column
+        if 0 <= column < len(old) and old[column] in BY_KEY:
+            column = keys.index(old[column]) if old[column] in keys else 0
+        # the cursor is moved once, where it goes: a stop on the way (row 0 of the last
+        # page) would read the page before it
+        refill(table, self._shown_rows(), column_widths=[w for _, w in self._shown],
+               keep_view=True)
+        if rows:
+            target = min(row if row is not None else cursor.row + shift, rows - 1)
+            if not keep_view:  # rows of a new query: the view starts at the top
+                table.scroll_to(0, 0, animate=False, immediate=True)
+            table.move_cursor(row=target, column=column, animate=False)
+            if shift:
+                table.scroll_to(y=scroll_y + shift, animate=False, immediate=True)
+            if row is not None:
+                self._prefetch_later(target)  # the cursor starts resting here
         else:
-            table.styles.height = 1  # the header; what follows says why it is empty
+            table.move_cursor(row=0, column=0, animate=False)
+        self._show_empty(table, rows)
+        if had_focus and self.focused is not table:
+            # at once, not at the next idle: a key typed meanwhile (/) may move the focus
+            self.set_focus(table)
+
+    def _show_empty(self, table: DataTable, rows: int) -> None:
+        """The table shown (the loading line hidden); an empty one is its header over why
+        nothing matches."""
+        self.query_one("#requests-loading").display = False
+        table.display = True
+        empty = self.query_one("#requests-empty", Static)
+        table.styles.height = None if rows else 1
+        if not rows:
             why = ("; ".join(f"no request has {m}" for m in self._misses)
                    if self._misses else "no request matches every term")
-            await holder.mount(
-                Static(one_line(f"No requests match: {why}."), classes="placeholder",
-                       markup=False)
-            )
-        if had_focus:
-            table.focus()
+            empty.update(one_line(f"No requests match: {why}."))
+        empty.display = not rows
 
     def _shown_rows(self) -> pa.Table:
         """The loaded rows as the table shows them: the fitted columns, escaped, then cut
@@ -396,7 +499,11 @@ class RequestsScreen(Screen[None]):
                 value = constant_value(short_ids(self._display[key], self._affixes[0], ""))
                 if value is not None:
                     parts.append(f"{BY_KEY[key].label} {one_line(value, 30)}")
-        if loaded < self._matched:
+        if self._going_to:
+            parts.append(f"going to the {self._going_to} request…")
+        if self._start:
+            parts.append(f"rows {self._start + 1:,}–{self._start + loaded:,} loaded")
+        elif loaded < self._matched:
             parts.append(f"{loaded:,} loaded")
         if "findings" in [c.key for c, _ in self._shown]:
             parts.append(MARKER_LEGEND)
@@ -419,8 +526,8 @@ class RequestsScreen(Screen[None]):
         self._cancel_pending_filter()
         if self.apply_filter(event.value):
             table = self._table()
-            if table is not None:
-                table.focus()
+            if table is not None and table.display:
+                self.set_focus(table)
 
     @property
     def filter_pending(self) -> bool:
@@ -472,13 +579,33 @@ class RequestsScreen(Screen[None]):
 
     @on(DataTable.CellHighlighted, "#requests-table")
     def cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
-        self._prefetch_later(event.coordinate.row)
-        loaded = self._display.num_rows if self._display is not None else 0
-        near_end = event.coordinate.row >= loaded - PREFETCH_ROWS
-        if near_end and loaded < self._matched and not self._loading_more:
+        row = event.coordinate.row
+        self._prefetch_later(row)
+        keys = self._keys
+        if keys is None or not keys.num_rows:
+            return
+        loaded, counts = keys.num_rows, (self._matched, self._total)
+        near_end = row >= loaded - PREFETCH_ROWS
+        if near_end and self._start + loaded < self._matched and not self._loading_more:
             self._loading_more = True
-            self.load_page(self._generation, self.query_state, loaded)
+            self.load_more(self._generation, self.query_state, "append",
+                           self._row_key(loaded - 1), self._start + loaded, counts)
             self._update_status()
+        if row < PREFETCH_ROWS and self._start > 0 and not self._loading_back:
+            self._loading_back = True
+            self.load_more(self._generation, self.query_state, "prepend", self._row_key(0),
+                           None, counts)
+            self._update_status()
+
+    def _row_key(self, row: int) -> RowKey:
+        assert self._keys is not None
+        return (self._keys["assembly_id"][row].as_py(), self._keys["export_id"][row].as_py())
+
+    def _highlighted_key(self) -> RowKey | None:
+        table = self._table()
+        if table is None or self._keys is None or not 0 <= table.cursor_row < self._keys.num_rows:
+            return None
+        return self._row_key(table.cursor_row)
 
     def _prefetch_later(self, row: int) -> None:
         """Once the cursor rests on a request, load its assembly in the background, so
@@ -530,12 +657,17 @@ class RequestsScreen(Screen[None]):
     # ------------------------------------------------------------------ actions
 
     def action_focus_filter(self) -> None:
-        self.query_one("#filter", Input).focus()
+        filter_input = self.query_one("#filter", Input)
+        if self.focused is filter_input:
+            raise SkipAction()  # a / typed in the filter is text
+        # at once, not at the next idle as focus() would: the keys queued behind the /
+        # go where the focus is when each is handled
+        self.set_focus(filter_input)
 
     def action_leave_filter(self) -> None:
         table = self._table()
-        if table is not None:
-            table.focus()
+        if table is not None and table.display:
+            self.set_focus(table)
 
     def action_open(self) -> None:
         table = self._table()
@@ -585,8 +717,4 @@ class RequestsScreen(Screen[None]):
         """The columns shown follow the terminal's width."""
         if self._display is not None and self._shown and [
                 c.key for c, _ in self._fit()] != [c.key for c, _ in self._shown]:
-            table = self._table()
-            cursor = table.cursor_coordinate if table is not None else Coordinate(0, 0)
-            # the function, not a coroutine: a run replaced before it starts leaves none behind
-            self.run_worker(partial(self._show_table, cursor), group="requests-layout",
-                            exclusive=True)
+            self._show_table()

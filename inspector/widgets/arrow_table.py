@@ -109,10 +109,11 @@ def arrow_table(
     cursor_type: str = "row",
     max_column_content_width: int | None = 60,
     column_widths: list[int | None] | None = None,
+    table_class: type[ArrowDataTable] = ArrowDataTable,
 ) -> DataTable:
     """A DataTable over ``data``: every string escaped, markup never rendered."""
     backend = ArrowBackend(safe_table(data))
-    return ArrowDataTable(
+    return table_class(
         backend=backend,
         id=id,
         classes=classes,
@@ -126,23 +127,37 @@ def arrow_table(
     )
 
 
-def refill(table: DataTable, data: pa.Table) -> None:
-    """Show ``data`` (same columns) in ``table`` in place, cursor and scroll at the top.
+def refill(table: DataTable, data: pa.Table, *, column_widths: list[int | None] | None = None,
+           keep_view: bool = False) -> None:
+    """Show ``data`` in ``table`` in place, cursor and scroll at the top (``keep_view``:
+    where they were, the cursor kept within the new rows); ``column_widths`` when the
+    columns change with the data.
 
     textual-fastdatatable has no public way to replace a table's rows; removing the table
     and mounting a new one moves the focus away and back and restyles, lays out and
-    repaints the screen around it, which costs more than the rows. So the backend is
-    swapped and the table's derived state (column widths, render caches, virtual size)
-    dropped, as its own ``sort`` does for a reordering."""
+    repaints the screen around it, which costs more than the rows, and a click that lands
+    while the old table is gone meets a widget with no parent. So the backend is swapped
+    and the table's derived state (column widths, render caches, virtual size) dropped, as
+    its own ``sort`` does for a reordering."""
+    cursor, scroll = table.cursor_coordinate, table.scroll_offset
     backend = ArrowBackend(safe_table(data))
     backend.render_markup = False
     table.backend = backend
+    if column_widths is not None:
+        table._column_widths = list(column_widths)  # noqa: SLF001 - read by ordered_columns
     table._ordered_columns = None  # noqa: SLF001 - column widths come from the backend
     table._clear_caches()  # noqa: SLF001
     table._update_count += 1  # noqa: SLF001 - invalidates cached line renders
     table._update_dimensions([])  # noqa: SLF001 - the virtual size, now rather than on idle
-    table.move_cursor(row=0, column=0, animate=False)
-    table.scroll_to(0, 0, animate=False, immediate=True)
+    if keep_view:
+        if not table.is_valid_coordinate(cursor):  # (moved only when it must be)
+            table.move_cursor(row=min(cursor.row, max(data.num_rows - 1, 0)),
+                              column=min(cursor.column, max(data.num_columns - 1, 0)),
+                              animate=False)
+        table.scroll_to(scroll.x, scroll.y, animate=False, immediate=True)
+    else:
+        table.move_cursor(row=0, column=0, animate=False)
+        table.scroll_to(0, 0, animate=False, immediate=True)
     table.refresh(layout=True)
 
 

@@ -13,11 +13,12 @@ from rich.text import Text
 
 from ingest.errors import ContextlensError
 from readmodel import AssemblyView, EffectiveBudget, ReadModel, RecordWhy, TokenAccounting
+from readmodel.ids import NO_AFFIXES, short_ids, store_id_affixes
 
 from .record_panel import RecordDetail
 
 __all__ = ["AssemblyContent", "assembly_content", "budget_line", "explain", "record_detail",
-           "recorded_tokens_line", "records_display", "token_shape_line"]
+           "recorded_tokens_line", "records_display", "shown_ids", "token_shape_line"]
 
 SHAPE_WIDTH = 24  # cells of the prompt's stacked bar
 # one colour per record kind in the stacked bar (kinds not listed share the last)
@@ -44,6 +45,9 @@ class AssemblyContent:
     first: tuple[str, str] | None  # the record the cursor starts on
     first_detail: RecordDetail | None  # its panel
     budget: EffectiveBudget | None = None  # the token budget it was assembled under
+    # what every id of the store starts and ends with, dropped where ids are shown
+    # (``readmodel.ids``: as the request list shows them)
+    affixes: tuple[str, str] = NO_AFFIXES
 
 
 def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
@@ -61,7 +65,16 @@ def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
     if explain_first and first is not None:
         detail = explain(answers, assembly_id, *first, reveal)
     return AssemblyContent(view.request, included, omitted, trace, membership, tokens,
-                           first, detail, view.budget)
+                           first, detail, view.budget, store_id_affixes(answers))
+
+
+def shown_ids(table: pa.Table, column: str, affixes: tuple[str, str]) -> pa.Table:
+    """``table`` with the record ids of ``column`` as they are shown (the store's id
+    prefix dropped); the screen keeps the whole ids to select by."""
+    if not affixes[0] or column not in table.column_names:
+        return table
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, column, short_ids(table[column], affixes[0]))
 
 
 def budget_line(budget: EffectiveBudget | None, label: str = "budget") -> Text:

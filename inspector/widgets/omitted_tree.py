@@ -59,7 +59,7 @@ def _group_label(reason: str, members: list[dict[str, Any]]) -> Text:
 def _leaf_label(m: dict[str, Any]) -> Text:
     leaf = Text()
     leaf.append(f"{safe_text(m['record_kind']):<14}", style="cyan")
-    leaf.append(f"{one_line(m['record_id'], 120):<12} ", style="bold")
+    leaf.append(f"{one_line(m.get('shown_id', m['record_id']), 120):<12} ", style="bold")
     leaf.append(f"{int(m['tokens'] or 0):>6} tok  ", style="dim")
     leaf.append(readable_line(m["label"], 80))
     return leaf

@@ -19,6 +19,8 @@ from textual.message import Message
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from readmodel.ids import NO_AFFIXES, short_id, short_text
+
 from .safe import one_line, readable, readable_line, safe_text
 
 KIND_SHORT = {
@@ -96,6 +98,7 @@ class RecordPanel(Horizontal):
         super().__init__(id=id)
         self._links: list[dict[str, Any]] = []
         self.detail: RecordDetail | None = None  # the record shown, None for a message
+        self._affixes: tuple[str, str] = NO_AFFIXES  # ids shown without them (readmodel.ids)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="record-detail"):
@@ -119,15 +122,18 @@ class RecordPanel(Horizontal):
         self.detail = None
         self.provenance_list.clear_options()
 
-    def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]]) -> None:
-        """Display ``detail``; ``membership`` says which records are in this assembly.
+    def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]],
+             affixes: tuple[str, str] = NO_AFFIXES) -> None:
+        """Display ``detail``; ``membership`` says which records are in this assembly;
+        ids are shown without ``affixes`` (``readmodel.ids``), as the request list shows them.
 
         Everything is built first and then put on screen in one go, so the title, the
         why-sentence, the trace and the provenance pane always show the same record."""
         place, place_style = decision_summary(detail.decision)
         title = Text()
         title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
-        title.append(one_line(detail.record_id, 200), style="bold")
+        title.append(one_line(short_id(detail.record_id, affixes, prefix_only=True), 200),
+                     style="bold")
         title.append("  ·  ")
         title.append(safe_text(place), style=place_style)
         if not detail.exists:
@@ -135,7 +141,8 @@ class RecordPanel(Horizontal):
         if detail.privacy_class:
             title.append(f"  ·  {safe_text(detail.privacy_class)}", style="magenta")
 
-        why = Text(safe_text(detail.why))  # it names ids: shown exact
+        # it names ids: shown exact, but for the prefix every id of the store shares
+        why = Text(safe_text(short_text(detail.why, affixes)))
         content = Text("content  ", style="dim")
         content.append(readable(detail.content) if detail.content else "(none)")
 
@@ -149,9 +156,11 @@ class RecordPanel(Horizontal):
             outcome = safe_text(row.get("outcome", ""))
             trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
             trace.append(f"{safe_text(row.get('reason_code', '')):<22} ")
-            trace.append(readable_line(row.get("detail"), 80), style="dim")
+            trace.append(readable_line(short_text(str(row.get("detail") or ""), affixes), 80),
+                         style="dim")
+        self._affixes = affixes
         links = self._links_of(detail)
-        options = [Option(self._link_text(link, membership), id=f"link-{index}")
+        options = [Option(self._link_text(link, membership, affixes), id=f"link-{index}")
                    for index, link in enumerate(links)]
 
         self.detail = detail
@@ -182,11 +191,12 @@ class RecordPanel(Horizontal):
         return [{**head, "self": True}, *chain]
 
     @staticmethod
-    def _link_text(link: dict[str, Any], membership: dict[tuple[str, str], dict[str, Any]]) -> Text:
+    def _link_text(link: dict[str, Any], membership: dict[tuple[str, str], dict[str, Any]],
+                   affixes: tuple[str, str] = NO_AFFIXES) -> Text:
         depth = int(link.get("depth") or 0)
         text = Text("  " * max(depth - 1, 0))
         kind = str(link.get("kind") or "?")
-        rid = one_line(link.get("id"), 120)
+        rid = one_line(short_id(link.get("id"), affixes, prefix_only=True), 120)
         if link.get("broken"):
             text.append(f"✗ missing {rid} ", style="bold red")
             text.append(f"({KIND_SHORT.get(kind, kind)}, broken provenance)", style="red")

@@ -13,6 +13,8 @@ import pyarrow.compute as pc
 
 from ingest.timefmt import NOT_RECORDED, table_time_column
 
+from readmodel.ids import short_ids
+
 from .arrow_table import token_bar
 
 MARKERS = {"safety": "⚠", "error": "✗", "warning": "!", "info": "i"}
@@ -60,38 +62,6 @@ FLEX_MIN = 16  # the preview is shown only if it gets this many columns
 CELL_PADDING = 2  # the table pads each cell by one column on each side
 SCROLLBAR = 2
 ARROWS = {True: "↓", False: "↑"}
-
-
-def id_affixes(ids: Any) -> tuple[str, str]:
-    """The ``:``-separated segments every id of ``ids`` starts and ends with (a
-    transcript's ``22582fdc81:`` and ``:asm``), to show ids without them. Columnar: the
-    common prefix of all strings is that of the least and the greatest."""
-    if len(ids) < 2:
-        return "", ""
-
-    def common(values: Any) -> str:
-        bounds = pc.min_max(values)
-        low, high = bounds["min"].as_py() or "", bounds["max"].as_py() or ""
-        n = 0
-        while n < min(len(low), len(high)) and low[n] == high[n]:
-            n += 1
-        cut = low[:n].rfind(":")
-        return low[: cut + 1] if cut >= 0 else ""
-
-    prefix = common(ids)
-    suffix = common(pc.utf8_reverse(ids))[::-1]
-    return prefix, suffix
-
-
-def short_ids(ids: Any, prefix: str, suffix: str) -> Any:
-    """``ids`` without ``prefix`` and ``suffix`` where they have both (columnar)."""
-    if not (prefix or suffix) or len(ids) == 0:
-        return ids
-    both = pc.and_(pc.starts_with(ids, prefix), pc.ends_with(ids, suffix))
-    core = pc.utf8_slice_codeunits(ids, len(prefix))
-    if suffix:
-        core = pc.utf8_slice_codeunits(core, 0, -len(suffix))
-    return pc.if_else(both, core, ids)
 
 
 def display_page(page: pa.Table, details: pa.Table | None = None,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from support.pilot import open_as1, run_async, screen_text, settle, status
+from support.reveal import dialog_shown, reveal_deliberately
 from support.stores import make_export, ts
 
 from inspector.app import ContextLensApp
@@ -208,16 +209,15 @@ async def test_list_pages_with_sql_as_the_cursor_nears_the_end(bulk_db: Path) ->
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         assert "1,203 of 1,203 requests" in status(app) and "500 loaded" in status(app)
-        await pilot.press("end")
-        await settle(pilot)
         table = app.screen.query_one("#requests-table")
+        table.move_cursor(row=499)  # the last row loaded (End goes to the list's last row)
+        await settle(pilot)
         assert table.row_count == 1000 and "1,000 loaded" in status(app)
         assert table.cursor_row == 499  # the cursor stays where the user put it
         ids = column(table, "request")
         assert ids[0] == "bulk-0000" and ids[999] == "bulk-0999"
-        await pilot.press("end")
+        table.move_cursor(row=999)
         await settle(pilot)
-        table = app.screen.query_one("#requests-table")
         assert table.row_count == BULK and "loaded" not in status(app)
         assert column(table, "request")[BULK - 1] == "bulk-1202"
         await pilot.press("slash", *"scenario:s3", "enter")
@@ -356,15 +356,12 @@ async def test_masked_until_reveal_confirmed(app_db: Path) -> None:
         assert SECRET not in screen_text(app)
         assert "[masked: google_derived" in screen_text(app)
         await pilot.press("v")
-        await pilot.pause()
+        await dialog_shown(pilot)
         assert isinstance(app.screen, ConfirmReveal)
         await pilot.press("n")
         await settle(pilot)
         assert not app.reveal and SECRET not in screen_text(app)
-        await pilot.press("v")
-        await pilot.pause()
-        await pilot.press("y")
-        await settle(pilot)
+        await reveal_deliberately(pilot)  # v, the question shown, ctrl+y
         assert app.reveal
         assert SECRET in screen_text(app)
         await pilot.press("4")

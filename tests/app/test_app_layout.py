@@ -10,7 +10,8 @@ import pytest
 from support.pilot import run_async, screen_text, settle, status
 
 from inspector.app import ContextLensApp
-from inspector.widgets.request_columns import display_page, fit_columns, id_affixes, short_ids
+from inspector.widgets.request_columns import display_page, fit_columns
+from readmodel.ids import id_affixes, short_ids
 
 
 def headers(app: ContextLensApp) -> list[str]:
