@@ -68,6 +68,8 @@ def key_owners() -> list[tuple[str, Any]]:
 
 
 _REVEAL_OR_MASK = "Reveal restricted content (asks first) / mask it again"
+# in the title of every screen while restricted content is shown
+REVEALED_MARK = "RESTRICTED CONTENT REVEALED"
 
 
 def update_time() -> str:
@@ -83,8 +85,9 @@ class ContextLensApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "contextlens"
-    # ctrl+p: our commands before Textual's own (keys, theme, screenshot, quit)
-    COMMANDS = {ContextLensCommands} | App.COMMANDS
+    # ctrl+p: one provider, ours, which lists Textual's own commands (keys, theme,
+    # screenshot, quit) after ours; two providers would list whichever answered first
+    COMMANDS = {ContextLensCommands}
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
@@ -156,7 +159,7 @@ class ContextLensApp(App[None]):
         self._assembly_screen: AssemblyScreen | None = None
         # the file name is shown, so it is data too (a transcript may name it)
         self.source_label = self.db_path.name  # the request list names the source once read
-        self.sub_title = one_line(self.source_label, 80)
+        self._update_sub_title()
 
     # ------------------------------------------------------------------ data access
 
@@ -552,9 +555,11 @@ class ContextLensApp(App[None]):
         return True
 
     def _update_sub_title(self) -> None:
+        # the title, not the sub-title, says REVEALED: the header cuts a long sub-title
+        # (the source's name), never the title before it
+        self.title = f"{self.TITLE} · {REVEALED_MARK}" if self.reveal else self.TITLE
         self.sub_title = (
             one_line(self.source_label, 80)
-            + (" · RESTRICTED CONTENT REVEALED" if self.reveal else "")
             + (" · escapes shown" if self.show_escapes else "")
         )
 

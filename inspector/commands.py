@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 # the list filter each preset applies
 INCIDENTS_FILTER = "tag:incident"
 ID_HITS = 8  # assemblies an id search offers at most
+# Textual's own commands score below this, so a query that matches one of ours as well
+# lists ours first: ours score at least it (a fuzzy match scores at least the length of
+# the query, an id hit at least 0.5)
+SYSTEM_CEILING = 0.5
 # words of a command name: not part of an id the user types after them
 _COMMAND_WORDS = frozenset(
     "open assembly request go to conversation conv replay diff against under".split()
@@ -142,11 +146,14 @@ class ContextLensCommands(Provider):
         yield Command("Compare two versions…",
                       "Pick B and A; over the requests the list's filter selects (C)",
                       app.pick_compare_from_list)
+        # one toggle, found by "reveal" and by "mask" whichever way it goes now: its name
+        # says what it does and the state it changes
         if app.reveal:
-            yield Command("Mask restricted content", "Hide restricted content again (v)",
+            yield Command("Mask restricted content again (revealed now)",
+                          "Hide restricted content again, no question asked (v)",
                           app.action_reveal)
         else:
-            yield Command("Reveal restricted content…",
+            yield Command("Reveal restricted content… (masked now)",
                           "Show restricted privacy classes, after a confirmation (v)",
                           app.action_reveal)
         yield Command("Escapes: show the escaped form" if not app.show_escapes
@@ -195,8 +202,15 @@ class ContextLensCommands(Provider):
 
     # ------------------------------------------------------------------ the provider
 
+    def system_commands(self) -> Iterator[Command]:
+        """Textual's own commands (theme, keys, screenshot, quit…): this provider lists
+        them after ours. As a second provider they came first, being ready before ours
+        (which asks the store), and the palette keeps arrival order."""
+        for name, help_text, callback, discover in self.app.get_system_commands(self.screen):
+            yield Command(name, help_text, callback, discover)
+
     async def discover(self) -> Hits:
-        for command in self.commands():
+        for command in [*self.commands(), *self.system_commands()]:
             if command.discover:
                 yield DiscoveryHit(Content(command.name), command.run, text=command.name,
                                    help=_escape_markup(command.help))
@@ -210,6 +224,12 @@ class ContextLensCommands(Provider):
                           text=command.name, help=_escape_markup(command.help))
         async for hit in self._ids(query, matcher):
             yield hit
+        for command in self.system_commands():
+            score = matcher.match(command.name)
+            if score > 0:  # ranked below ours (the palette orders hits by score), in order
+                yield Hit(SYSTEM_CEILING * score / (score + 1),
+                          plain_hit_text(matcher, command.name),
+                          command.run, text=command.name, help=_escape_markup(command.help))
 
     async def _ids(self, query: str, matcher: Matcher) -> Hits:
         """Assemblies and conversations whose id holds the longest word typed that is not

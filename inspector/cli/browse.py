@@ -155,20 +155,58 @@ def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir:
     # the store is made (an export or transcript ingested) once, here, so a failure is one
     # line now and each tab opens it at once
     db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
-    argv = [sys.executable, "-m", "inspector.cli", "open", str(db)]
+    argv = [*_isolated_python(), "-m", "inspector.cli", "open", str(db.resolve())]
     if policies_dir:
         from replay.policy import load_registry
 
         load_registry(policies_dir)
         argv += ["--policies", str(Path(policies_dir).resolve())]
-    from textual_serve.server import Server
+    from ..web import LocalServer
 
     name = Path(path).name if path else "sample"
-    server = Server(shlex.join(argv), host=host, port=port, title=f"contextlens {name}")
+    server = LocalServer(shlex.join(argv), host=host, port=port, title=f"contextlens {name}",
+                         listening=lambda url: click.echo(
+                             f"contextlens: serving {name} on {url} (ctrl+c stops)"))
     try:
         server.serve()
     except OSError as err:  # the port is taken, the host is not this machine's, ...
-        raise ContextlensError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
+        raise ContextlensError(f"cannot serve on {host}:{port}: {_bind_error(err)}") from None
+
+
+def _isolated_python() -> list[str]:
+    """The interpreter each tab's app runs with: this one, isolated from the working folder
+    and PYTHONPATH, so a click.py (or an inspector/) lying where serve was started cannot
+    replace a module of the app. This very interpreter rather than the `contextlens` script:
+    it is the environment running serve, however serve was started (the script, -m, another
+    one on PATH). -I, but keeping the user's site-packages when this process uses them (a
+    `pip install --user`): they are installed packages, not the working folder. One line,
+    exit 2, if the app cannot be imported that way (contextlens found only through the
+    working folder or PYTHONPATH), rather than every tab ending at once."""
+    import site
+    import subprocess
+
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    python = ([sys.executable, "-E", "-P"] if user_site and user_site in sys.path
+              else [sys.executable, "-I"])
+    check = subprocess.run([*python, "-c", "import inspector.cli"], capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL)
+    if check.returncode != 0:
+        why = (check.stderr.strip().splitlines() or ["no error shown"])[-1]
+        raise ContextlensError(
+            "cannot serve: the app does not import outside this folder and PYTHONPATH "
+            f"(install contextlens, e.g. pip install -e .): {why}")
+    return python
+
+
+def _bind_error(err: OSError) -> str:
+    """Why the port could not be listened on, in the system's words ("address already in
+    use"), without aiohttp's "error while attempting to bind on address (...)" around it."""
+    import errno
+    import os
+
+    if err.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        return os.strerror(err.errno).lower()
+    return str(err.strerror or err)
 
 
 LIST_COLUMNS = [

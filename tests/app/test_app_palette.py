@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from support.pilot import run_async, screen_text, settle, status
+from support.reveal import dialog_shown
 from textual.command import CommandList, CommandPalette
 
 from inspector.app import ContextLensApp, key_owners
@@ -160,12 +161,60 @@ async def test_reveal_from_the_palette_asks_first(sample_db: Path) -> None:
         await choose(pilot, offered, "Reveal restricted content")
         assert isinstance(app.screen, ConfirmReveal)
         assert not app.reveal
-        await pilot.press("y")
+        await dialog_shown(pilot)
+        await pilot.press("ctrl+y")
         await settle(pilot)
         assert app.reveal
         offered = await palette(pilot, "mask", "Mask restricted content")
         await choose(pilot, offered, "Mask restricted content")
         assert not app.reveal
+
+
+@run_async
+async def test_reveal_and_mask_both_find_the_toggle_whichever_way_it_goes(
+        sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for query in ("reveal", "mask"):
+            offered = await palette(pilot, query, "Reveal restricted content")
+            await pilot.press("escape")
+            await settle(pilot)
+        await choose(pilot, await palette(pilot, "mask", "Reveal restricted content"),
+                     "Reveal restricted content")
+        await dialog_shown(pilot)
+        await pilot.press("ctrl+y")
+        await settle(pilot)
+        assert app.reveal
+        for query in ("mask", "reveal"):
+            offered = await palette(pilot, query, "Mask restricted content")
+            assert not any(o.startswith("Reveal restricted") for o in offered)
+            await pilot.press("escape")
+            await settle(pilot)
+        await choose(pilot, await palette(pilot, "reveal", "Mask restricted content"),
+                     "Mask restricted content")
+        assert not app.reveal
+
+
+TEXTUAL_COMMANDS = {"Theme", "Quit", "Keys", "Screenshot", "Maximize", "Minimize"}
+
+
+@run_async
+async def test_our_commands_are_listed_before_textuals_own(sample_db: Path) -> None:
+    app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        offered = await palette(pilot, "", "Quit")  # nothing typed: every command
+        textual = [i for i, o in enumerate(offered) if o in TEXTUAL_COMMANDS]
+        ours = [i for i, o in enumerate(offered) if o not in TEXTUAL_COMMANDS]
+        assert {"Theme", "Quit", "Keys"} <= {offered[i] for i in textual}
+        assert offered[0].startswith("Verify") and max(ours) < min(textual), offered
+        await pilot.press("escape")
+        await settle(pilot)
+        # typed: a command of ours that matches comes before one of Textual's
+        offered = await palette(pilot, "t", "Theme")
+        assert max(i for i, o in enumerate(offered) if o not in TEXTUAL_COMMANDS) < min(
+            i for i, o in enumerate(offered) if o in TEXTUAL_COMMANDS), offered
 
 
 @run_async

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from support.pilot import run_async, screen_text, settle
+from support.reveal import reveal_deliberately
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -80,10 +81,7 @@ async def test_reveal_keeps_the_cursor_and_the_record(sample_db: Path) -> None:
         chosen = context_id(screen, 4)
         assert table.cursor_row == 4
         assert "masked" in screen_text(app)
-        await pilot.press("v")
-        await settle(pilot)
-        await pilot.press("y")
-        await settle(pilot)
+        await reveal_deliberately(pilot)
         assert app.reveal
         assert table.cursor_row == 4
         assert screen._selected == ("tool_memory", chosen)

@@ -6,6 +6,10 @@ page's websocket (the app's terminal output), and that the browser drew it from 
 terminal's text layer having pixels. A key pressed in the page goes the user's way:
 keyboard -> xterm.js -> websocket -> the app.
 
+Every page is watched: a request to any host but this machine fails the test (and is not
+sent), so is a websocket elsewhere, and so is a resource the page's Content-Security-Policy
+refused (the page is ours: inspector/web/templates).
+
 Needs ``chromium`` (apt) and the ``browser`` extra (Playwright's Python API only: no
 browser download); ``.ci/run`` installs both.
 """
@@ -19,8 +23,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -31,6 +37,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 # generous: two cores shared by parallel test workers, and a cold Python per browser tab
 STARTUP_S = 120.0
 
+LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
 _CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
@@ -40,13 +48,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def _serving(db: Path, log: Path) -> Iterator[str]:
+    """``contextlens serve DB`` on a free port, as its own process; its URL once it answers
+    with the app's page."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "inspector.cli", "serve", str(sample_db), "--port", str(port)],
+            [sys.executable, "-m", "inspector.cli", "serve", str(db), "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT,
         )
     url = f"http://localhost:{port}/"
@@ -64,7 +73,7 @@ def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # the app's page: textual-serve's terminal, pointed at this server's websocket
         assert 'class="textual-terminal"' in page
         assert f"ws://localhost:{port}/ws" in page
-        assert f"<div>contextlens {sample_db.name}</div>" in page  # the path the user named
+        assert f"<div>contextlens {db.name}</div>" in page  # the path the user named
         yield url
     finally:
         proc.terminate()
@@ -73,6 +82,65 @@ def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def served(sample_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serving(sample_db, tmp_path_factory.mktemp("serve") / "serve.log") as url:
+        yield url
+
+
+class _Guard:
+    """What a page tried to reach beyond this machine, and what its policy refused."""
+
+    def __init__(self) -> None:
+        self.foreign: list[str] = []
+        self.refused: list[str] = []
+
+    def route(self, route: Any) -> None:
+        url = route.request.url
+        if urlsplit(url).scheme in ("data", "blob") or urlsplit(url).hostname in LOOPBACK:
+            route.continue_()
+        else:
+            self.foreign.append(url)
+            route.abort()  # never sent: a test must not tell a third party either
+
+    def websocket(self, ws: Any) -> None:
+        if urlsplit(ws.url).hostname not in LOOPBACK:
+            self.foreign.append(ws.url)
+
+    def console(self, message: Any) -> None:
+        if "Content Security Policy" in message.text:
+            self.refused.append(message.text)
+
+    def watch(self, page: Any) -> None:
+        page.on("websocket", self.websocket)
+        page.on("console", self.console)
+
+    def check(self) -> None:
+        assert self.foreign == [], "the page reached beyond this machine"
+        assert self.refused == [], "the page's policy refused its own resources"
+
+
+@contextmanager
+def _browser(tmp_path: Path) -> Iterator[tuple[Any, _Guard]]:
+    """Chromium (the system's, headless) with every request of its pages guarded; the
+    guard is checked when the test's pages are done."""
+    from playwright.sync_api import sync_playwright
+
+    guard = _Guard()
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS, headless=True, viewport={"width": 1400, "height": 900},
+        )
+        try:
+            context.route("**/*", guard.route)
+            context.on("page", guard.watch)
+            yield context, guard
+        finally:
+            context.close()
+    guard.check()
 
 
 class _Screen:
@@ -121,8 +189,6 @@ def _drawn_pixels(page: Any) -> int:
 
 def test_the_request_list_renders_in_chromium_and_enter_opens_an_assembly(
         served: str, sample_db: Path, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     from ingest.store import Store
 
     with Store.open(sample_db) as store:
@@ -142,24 +208,71 @@ def test_the_request_list_renders_in_chromium_and_enter_opens_an_assembly(
             records = store.assembly_records(hit.group(1), "included")["record_id"].to_pylist()
             return hit.group(1) if all(r in text for r in records[:3]) else None
 
-        with sync_playwright() as p:
-            context = p.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
-                args=CHROMIUM_ARGS, headless=True, viewport={"width": 1400, "height": 900},
-            )
-            try:
-                page = context.new_page()
-                screen = _Screen(page)
-                page.goto(served)
-                shown = screen.wait_for(listed, "the request list")
-                assert _drawn_pixels(page) > 0  # the browser drew the terminal's text
-                before = page.screenshot()
+        with _browser(tmp_path) as (context, _guard):
+            page = context.new_page()
+            screen = _Screen(page)
+            page.goto(served)
+            shown = screen.wait_for(listed, "the request list")
+            assert _drawn_pixels(page) > 0  # the browser drew the terminal's text
+            before = page.screenshot()
 
-                mark = screen.mark()
-                page.focus(".xterm-helper-textarea")
-                page.keyboard.press("Enter")
-                aid = screen.wait_for(opened, "an assembly screen", since=mark)
-                assert aid in shown  # the request highlighted in the list
-                assert page.screenshot() != before
-            finally:
-                context.close()
+            mark = screen.mark()
+            page.focus(".xterm-helper-textarea")
+            page.keyboard.press("Enter")
+            aid = screen.wait_for(opened, "an assembly screen", since=mark)
+            assert aid in shown  # the request highlighted in the list
+            assert page.screenshot() != before
+
+
+# the scale sample: its list loads for seconds (rows, then each page's lint), long enough
+# for many clicks (tests/app/test_app_list_hands.py drives the same load with Pilot)
+SCALE = 2500
+CLICK_EVERY_MS = 300  # the reproduction's pace (issue 26): a click every 0.3 s
+CLICKS_AT_MOST = 400  # a bound for a load that never ends to fail, not a timing
+
+
+@pytest.fixture(scope="module")
+def served_big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from support.big_store import scale_store
+
+    root = tmp_path_factory.mktemp("serve-big")
+    with _serving(scale_store(root, SCALE), root / "serve.log") as url:
+        yield url
+
+
+def _session_ended(page: Any) -> bool:
+    """The page's "Session ended." dialog: the app's process is gone."""
+    return bool(page.evaluate("() => document.body.classList.contains('-closed')"))
+
+
+def test_clicking_rows_while_the_list_loads_keeps_the_session(
+        served_big: str, tmp_path: Path) -> None:
+    """Issue 26: clicks on the request list while it loaded ended the page with "Session
+    ended." (the app crashed on a table being replaced). Click two rows in turn from the
+    first thing drawn until the list's lint has loaded; the app is alive and answers."""
+    from inspector.widgets.request_columns import MARKER_LEGEND
+
+    with _browser(tmp_path) as (context, _guard):
+        page = context.new_page()
+        screen = _Screen(page)
+        page.goto(served_big)
+        screen.wait_for(lambda text: "requests" in text, "the request list's first rows")
+        terminal = page.locator(".xterm-screen").bounding_box()
+        assert terminal is not None
+        # two rows of the table, a few lines apart: each click moves the cursor, none
+        # clicks the highlighted row (which would open it)
+        rows = [terminal["y"] + terminal["height"] * f for f in (0.35, 0.45)]
+        x = terminal["x"] + 60
+        clicks = 0
+        while clicks < 10 or MARKER_LEGEND not in screen.text():
+            assert clicks < CLICKS_AT_MOST, "the list never finished loading"
+            page.mouse.click(x, rows[clicks % 2])
+            clicks += 1
+            page.wait_for_timeout(CLICK_EVERY_MS)  # Playwright delivers the frames meanwhile
+            assert not _session_ended(page), f"the session ended after {clicks} clicks"
+        # alive: a key still reaches the app, which answers with its help
+        mark = screen.mark()
+        page.focus(".xterm-helper-textarea")
+        page.keyboard.press("?")
+        screen.wait_for(lambda text: "One key, one meaning" in text, "the help", since=mark)
+        assert not _session_ended(page)

@@ -3,10 +3,17 @@ listening (the browser test, tests/browser, drives a running one)."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
+
+# generous: a cold Python for the tab's app on two shared cores (a bound, not a measure)
+STARTUP_S = 120.0
+_CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def _serve(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -14,17 +21,17 @@ def _serve(*argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_a_port_in_use_is_one_line(sample_db: Path) -> None:
+def test_a_port_in_use_is_one_line_and_no_banner(sample_db: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = _serve(str(sample_db), "--port", str(port), "--host", "127.0.0.1")
     assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        f"contextlens: error: cannot serve on 127.0.0.1:{port}: "), done.stderr
-    assert "address already in use" in lines[0]
+    assert done.stderr.strip().splitlines() == [
+        f"contextlens: error: cannot serve on 127.0.0.1:{port}: address already in use"
+    ], done.stderr
+    assert done.stdout == ""  # no "serving on" banner for a server that never listened
 
 
 def test_a_missing_path_is_one_line_before_anything_listens(tmp_path: Path) -> None:
@@ -33,3 +40,80 @@ def test_a_missing_path_is_one_line_before_anything_listens(tmp_path: Path) -> N
     assert done.stderr.strip().splitlines() == [
         f"contextlens: error: {tmp_path / 'nope'}: no such file or folder"], done.stderr
     assert done.stdout == ""
+
+
+def test_each_tab_runs_an_isolated_interpreter_whatever_the_working_folder(
+        sample_db: Path, tmp_path: Path) -> None:
+    """A click.py in the folder serve was started from broke every session: the tab's
+    `python -m inspector.cli` imported it instead of click. The tab's app comes up and
+    draws the request list all the same."""
+    (tmp_path / "click.py").write_text(
+        'raise RuntimeError("click.py from the working folder was imported")\n')
+    (tmp_path / "inspector").mkdir()  # nor a package of the app's name
+    (tmp_path / "inspector" / "__init__.py").write_text('raise RuntimeError("shadowed")\n')
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "serve.log"
+    # -P: serve itself does not look in the working folder (only what it runs is tested)
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "inspector.cli", "serve", str(sample_db), "--port",
+         str(port), "--host", "127.0.0.1"],
+        cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        _wait_until_listening(server, port)
+        # textual-serve writes a tab app's start-up failure (its stderr) to its own output
+        shown = asyncio.run(_tab_screen(f"ws://127.0.0.1:{port}/ws?width=120&height=30",
+                                        lambda text: "asm-0" in text,
+                                        lambda: "Traceback" in log.read_text()))
+        assert "asm-0" in shown, log.read_text()[-3000:]
+        assert "RuntimeError" not in log.read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _wait_until_listening(server: subprocess.Popen[bytes], port: int) -> None:
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
+                return
+        except OSError:
+            assert server.poll() is None, "contextlens serve exited"
+            assert time.monotonic() < deadline, "contextlens serve never listened"
+            time.sleep(0.2)
+
+
+async def _tab_screen(url: str, done: Callable[[str], bool],
+                      failed: Callable[[], bool]) -> str:
+    """What the app of a new browser tab draws, as text, read from its websocket until
+    ``done(text)``, the session ends or ``failed()`` (looked at while nothing arrives)."""
+    import aiohttp
+
+    received: list[str] = []
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url) as ws:
+            for _ in range(int(STARTUP_S)):
+                try:
+                    message = await ws.receive(timeout=1.0)
+                except asyncio.TimeoutError:
+                    if failed():
+                        break
+                    continue
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    received.append(message.data.decode("utf-8", "replace"))
+                elif message.type == aiohttp.WSMsgType.TEXT:
+                    received.append(message.data)
+                else:
+                    break  # closed: the session ended
+                if done(_text(received)):
+                    break
+    return _text(received)
+
+
+def _text(chunks: list[str]) -> str:
+    return _CSI.sub("", "".join(chunks))
