@@ -16,7 +16,7 @@ sides' records in DuckDB on (assembly_id, record_kind, record_id), classifying e
   re-rendered one) and privacy class;
 - tokens (the included records' tokens, as a diff counts them) on each side, and the
   distribution of per-request deltas (exact: a count per distinct delta), as percentiles
-  and histogram bins;
+  and histogram bins fitted to the deltas' range (``histogram_bins``);
 - the ``top`` most-changed requests (safety regressions, then changed records, then the
   size of the token delta);
 - **safety** (``replay/safety.py``, the one definition): both sides' findings for every
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ CHANGES = ("newly_included", "newly_omitted", "rerendered")
 TOP = 10  # most-changed requests kept
 EXAMPLES = 5  # requests named per safety finding
 EXAMPLE_RECORDS = 20  # records named per safety finding
-HISTOGRAM_BINS = 20
+HISTOGRAM_BINS = 12  # at most this many histogram bins (``histogram_bins``)
 PERCENTILES = (1, 5, 25, 50, 75, 95, 99)
 
 REQUEST_SCHEMA = pa.schema([
@@ -322,8 +323,9 @@ class _FindingTally:
         return {"finding": finding, "findings": self.findings, "requests": self.requests,
                 "example_requests": list(self.example_requests),
                 "records": [{"record_kind": k, "record_id": r, "requests": n}
-                            for (k, r), n in sorted(self.records.items(),
-                                                    key=lambda item: (-item[1], item[0]))]}
+                            for (k, r), n in sorted(  # ties by kind, then id in natural order
+                                self.records.items(),
+                                key=lambda item: (-item[1], item[0][0], natural_key(item[0][1])))]}
 
 
 @dataclass
@@ -435,9 +437,8 @@ class Comparison:
 
 
 def distribution(deltas: Counter) -> dict[str, Any]:
-    """Percentiles (nearest rank), mean, min, max and ``HISTOGRAM_BINS`` equal-width bins of
-    integer edges (``lo`` inclusive, ``hi`` exclusive, the last bin inclusive) of the
-    per-request token deltas, from their exact counts."""
+    """Percentiles (nearest rank), mean, min, max and the histogram (``histogram_bins``) of
+    the per-request token deltas, from their exact counts."""
     n = sum(deltas.values())
     if not n:
         return {"count": 0, "min": None, "max": None, "mean": None, "percentiles": {},
@@ -453,18 +454,50 @@ def distribution(deltas: Counter) -> dict[str, Any]:
         return values[bisect.bisect_left(cumulative, rank)]
 
     lo, hi = values[0], values[-1]
-    width = max(1, -(-(hi - lo + 1) // HISTOGRAM_BINS))
-    bins: list[dict[str, int]] = []
+    bins = [{"lo": a, "hi": b, "count": 0} for a, b in histogram_bins(deltas)]
+    starts = [b["lo"] for b in bins]
     for v in values:
-        index = (v - lo) // width
-        while len(bins) <= index:
-            start = lo + len(bins) * width
-            bins.append({"lo": start, "hi": start + width, "count": 0})
-        bins[index]["count"] += deltas[v]
+        bins[bisect.bisect_right(starts, v) - 1]["count"] += deltas[v]
     return {"count": n, "min": lo, "max": hi,
             "mean": round(sum(v * c for v, c in deltas.items()) / n, 3),
             "percentiles": {f"p{p}": nearest_rank(p) for p in PERCENTILES},
             "histogram": bins}
+
+
+def histogram_bins(deltas: Counter) -> list[tuple[int, int]]:
+    """The histogram's bins for these counts of integer deltas, as ``(lo, hi)`` edges
+    (``lo`` inclusive, ``hi`` exclusive), fitted to the data: the range split in as many
+    bins as there are distinct deltas, Sturges' count for this many requests or
+    ``HISTOGRAM_BINS`` - 2 allow, whichever is fewest (two distinct deltas: a few bins, not
+    twenty mostly empty ones), of a round width (1, 2, 5, 10, 20, 25, 50…) at its
+    multiples, from the lowest delta's bin to the highest's. Zero within the range is a bin
+    of its own, ``[0, 1)``: the requests whose token count did not change are not merged
+    with small gains, and zero always shows. ``HISTOGRAM_BINS`` bins at most."""
+    if not deltas:
+        return []
+    values = sorted(deltas)
+    lo, hi = values[0], values[-1]
+    sturges = math.ceil(math.log2(sum(deltas.values()))) + 1
+    # at most two more than the target: the aligned edges' spare bin and zero's own
+    target = max(1, min(len(values), sturges, HISTOGRAM_BINS - 2))
+    width = next(w for w in _round_widths() if w * target >= hi - lo + 1)
+    edges = list(range(lo - lo % width, hi - hi % width + width + 1, width))
+    if lo > 0:
+        edges[0] = max(edges[0], 1)  # all gains: the first bin starts at +1, not at 0
+    if lo <= 0 <= hi and width > 1:
+        edges = sorted(set(edges) | {0, 1})  # 0 is an edge (a multiple): add its own bin
+        # no empty bin past the data: [1, w) when the highest delta is 0
+        edges = [e for e in edges if e <= hi] + [next(e for e in edges if e > hi)]
+    return list(zip(edges, edges[1:]))
+
+
+def _round_widths() -> Iterator[int]:
+    """1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, …"""
+    yield from (1, 2, 5)
+    scale = 10
+    while True:
+        yield from (scale, 2 * scale, 25 * scale // 10, 5 * scale)
+        scale *= 10
 
 
 class ParquetOut:
@@ -604,10 +637,10 @@ def tally_in_recording(result: Comparison, rows: pa.Table) -> None:
 
 def _rank(r: dict[str, Any]) -> tuple:
     """Most changed first: safety regressions, then changed records, then the size of the
-    token delta, then safety fixes; ties by id."""
+    token delta, then safety fixes; ties by id in natural order (r25 before r100)."""
     changed = r["newly_included"] + r["newly_omitted"] + r["rerendered"]
     return (-r["safety_regressions"], -changed, -abs(r["delta"]), -r["safety_fixes"],
-            r["assembly_id"])
+            natural_key(r["assembly_id"]))
 
 
 def _top(best: list[dict[str, Any]], rows: pa.Table, top: int) -> list[dict[str, Any]]:
@@ -616,11 +649,20 @@ def _top(best: list[dict[str, Any]], rows: pa.Table, top: int) -> list[dict[str,
     if not rows.num_rows:
         return best
     changed = pc.add(pc.add(rows["newly_included"], rows["newly_omitted"]), rows["rerendered"])
+    keys = ["safety_regressions", "_changed", "_size", "safety_fixes"]
     scored = rows.append_column("_changed", changed).append_column("_size", pc.abs(rows["delta"]))
-    order = [("safety_regressions", "descending"), ("_changed", "descending"),
-             ("_size", "descending"), ("safety_fixes", "descending"), ("assembly_id", "ascending")]
-    head = scored.sort_by(order).slice(0, top).drop_columns(["_changed", "_size"]).to_pylist()
-    return sorted(best + head, key=_rank)[:top]
+    scored = scored.sort_by([(k, "descending") for k in keys])
+    head = scored.slice(0, top)
+    if scored.num_rows > top:
+        # Arrow orders ids by code point (r100 before r25): of the rows tied with the last
+        # one kept, those first in natural order are kept (``_rank``)
+        tied = functools.reduce(pc.and_, [pc.equal(scored[k], scored[k][top - 1]) for k in keys])
+        first = pc.index(tied, True).as_py()  # the tied rows are contiguous, sorted
+        group = scored.filter(tied)
+        ids = group["assembly_id"].to_pylist()
+        chosen = sorted(range(len(ids)), key=lambda i: natural_key(ids[i]))[:top - first]
+        head = pa.concat_tables([scored.slice(0, first), group.take(chosen)])
+    return sorted(best + head.drop_columns(["_changed", "_size"]).to_pylist(), key=_rank)[:top]
 
 
 def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,

@@ -4,8 +4,10 @@ records newly in, out and re-rendered by kind, reason and privacy class, tokens)
 histogram of the per-request token deltas, and the most-changed requests; Enter on one
 opens its diff.
 
-``ComparePicker`` chooses the two sides (the replay policy picker, for many requests).
-The compare runs in a thread worker with a progress bar; Escape stops it.
+``ComparePicker`` chooses the two sides: two lists side by side, A and B (tab between
+them, Up/Down choose, Enter compares A → B; the session's last choice is chosen again).
+The compare runs in a thread worker with a progress bar that says how many requests are
+done, at what rate and how long is left (``readmodel.progress``); Escape stops it.
 
 Pipeline: ``CompareProgressed`` (from the callback) -> ``CompareFinished`` or
 ``CompareFailed``.
@@ -13,7 +15,8 @@ Pipeline: ``CompareProgressed`` (from the callback) -> ``CompareFinished`` or
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
+from weakref import WeakKeyDictionary
 
 import pyarrow as pa
 from rich.text import Text
@@ -23,18 +26,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label, OptionList, ProgressBar, Select, Static
+from textual.widgets import Footer, Header, Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
-from textual_plotext import PlotextPlot
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, CompareCancelled, CompareResult, PolicyInfo
+from readmodel.progress import ProgressClock
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import one_line, safe_text
-from .replay import PolicyPicker
+from .replay import PolicyPicker, ReplayChoice, policy_prompt
 
 PROGRESS_STEPS = 200  # at most this many progress updates per run
 
@@ -55,21 +58,57 @@ MOST_CHANGED_COLUMNS = (
 )
 
 
+# the last choice of each app (its session): the picker opens on it again
+_LAST_CHOICE: "WeakKeyDictionary[Any, ReplayChoice]" = WeakKeyDictionary()
+
+
+class VersionList(OptionList):
+    """One side's list of versions: the highlighted option is the side's choice (Up/Down
+    choose; its options' ids are ``side-<version>``)."""
+
+    @property
+    def value(self) -> str | None:
+        option = self.highlighted_option
+        return option.id.removeprefix("side-") if option is not None and option.id else None
+
+    @value.setter
+    def value(self, version: str) -> None:
+        self.highlighted = self.get_option_index(f"side-{version}")
+
+
 class ComparePicker(PolicyPicker):
-    """The policy picker, choosing side B (the highlighted version) and side A (the
-    recording or another version) for a compare over many requests."""
+    """Two lists side by side: side A (the recording or a replay under a version) and side
+    B (the version to compare under, highlighted first). Tab and shift+tab move between
+    them, Up/Down choose within one, Enter in either compares A → B; the last choice of
+    the session is chosen again at the next opening."""
 
     BINDINGS = [
-        Binding("enter", "choose", "Compare under version", show=False),
-        Binding("a", "focus_against", "Compare against…"),
+        Binding("enter", "choose", "Compare A → B", show=False),
+        Binding("a", "focus_against", "Side A", show=False),
         Binding("escape", "cancel", "Cancel"),
     ]
 
+    DEFAULT_CSS = """
+    ComparePicker #compare-sides { height: 1fr; }
+    ComparePicker .compare-side { height: 1fr; }
+    ComparePicker #side-a-column { width: 2fr; max-width: 40; margin-right: 1; }
+    ComparePicker #side-b-column { width: 3fr; }
+    ComparePicker .side-title { text-style: bold; color: $text-muted; }
+    ComparePicker .compare-side:focus-within .side-title { color: $accent; }
+    ComparePicker #compare-choice { margin-top: 1; }
+    """
+
     VERB = "compares"
+
+    # the keys that choose or run, as the lists' actions: typed before the versions are
+    # loaded they are kept and applied once they are (else they would move an empty list)
+    EARLY_KEYS = {"up": "cursor_up", "down": "cursor_down", "home": "first", "end": "last",
+                  "pageup": "page_up", "pagedown": "page_down", "enter": "select"}
 
     def __init__(self, filter_text: str = "") -> None:
         super().__init__("", None)
         self.filter_text = filter_text
+        self._early: list[tuple[OptionList, str]] = []  # (list, action) typed before loading
 
     def applicable(self, answers: Any) -> list[PolicyInfo]:
         """The versions that replay the filtered requests (``readmodel.applicable``), family
@@ -90,7 +129,7 @@ class ComparePicker(PolicyPicker):
         if not self.query("#compare-scope"):
             self.query_one("#replay-dialog").mount(Static(Text(
                 f"These requests: {words}. A compare runs over those its versions apply to.",
-                style="dim"), id="compare-scope"), before=self.query_one("#against-row"))
+                style="dim"), id="compare-scope"), before=self.query_one("#compare-sides"))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="replay-dialog"):
@@ -101,18 +140,134 @@ class ComparePicker(PolicyPicker):
             if self.filter_text.strip():
                 title.append(f"  (filter: {one_line(self.filter_text, 60)})", style="dim")
             yield Static(title, classes="dialog-title")
-            # side A first: its list opens over the versions, not over the footer
-            with Horizontal(id="against-row"):
-                yield Label("compare against (side A)", id="against-label")
-                yield Select[str]([(self._recorded_label(), RECORDED)], value=RECORDED,
-                                  allow_blank=False, id="against", compact=True)
-            versions = OptionList(id="policy-versions", markup=False)
-            versions.add_option(Option(Text("Loading the policy registry…", style="dim"), disabled=True))
-            yield versions
+            with Horizontal(id="compare-sides"):
+                # in the focus chain's order: A, then B (tab goes A → B, shift+tab back)
+                with Vertical(id="side-a-column", classes="compare-side"):
+                    yield Static("A: compare against", classes="side-title", markup=False)
+                    yield VersionList(id="side-a", markup=False)
+                with Vertical(id="side-b-column", classes="compare-side"):
+                    yield Static("B: compare under", classes="side-title", markup=False)
+                    versions = OptionList(id="policy-versions", markup=False)
+                    versions.add_option(Option(Text("Loading the policy registry…", style="dim"),
+                                               disabled=True))
+                    yield versions
+            yield Static("", id="compare-choice", markup=False)
             yield Static(self.hint(typed=False), id="replay-hint", markup=False)
 
-    def _recorded_label(self) -> str:
-        return "the recorded assemblies"
+    def hint(self, typed: bool) -> str:
+        """The keys, exactly (``typed``: tab also reaches the box for a version with
+        changed keys, after side B)."""
+        box = " · type: a version with changed keys (B)" if typed else ""
+        return (f"tab / shift+tab: side A ⇄ side B · ↑↓: choose · enter: compare A → B{box} · "
+                "esc: cancel")
+
+    def on_policies_loaded(self, message: Any) -> None:
+        message.prevent_default()  # the replay picker's handler (one side A list) is not run
+        self.policies = message.policies
+        names = [p.version for p in self.policies]
+        versions = self.query_one("#policy-versions", OptionList)
+        versions.clear_options()
+        options: list[Option | None] = []
+        for index, policy in enumerate(self.policies):
+            if index:
+                options.append(None)  # a separator line between versions
+            options.append(Option(policy_prompt(policy, None), id=f"policy-{policy.version}"))
+        versions.add_options(options)
+        family = next((p.version for p in self.policies if p.runtime), None)
+        if family is not None and not self.query("#typed-version"):
+            self.query_one("#replay-dialog").mount(
+                Input(placeholder=f"or type B with changed keys: {family}:key=value,…  "
+                                  f"(enter compares)", id="typed-version",
+                      select_on_focus=False),  # letters typed on the list are kept
+                after=self.query_one("#compare-sides"))
+            self.query_one("#replay-hint", Static).update(self.hint(typed=True))
+        side_a = self.query_one("#side-a", VersionList)
+        side_a.clear_options()
+        side_a.add_options([Option(Text("the recorded assemblies"), id=f"side-{RECORDED}")]
+                           + [Option(Text(f"a replay under {safe_text(v)}"), id=f"side-{v}")
+                              for v in names])
+        last = _LAST_CHOICE.get(self.app)
+        side_a.value = last.against if last is not None and last.against in names else RECORDED
+        b = last.version if last is not None and last.version in names else (names or [None])[0]
+        if b is not None:
+            versions.highlighted = versions.get_option_index(f"policy-{b}")
+        self._show_choice()
+        early, self._early = self._early, []
+        for option_list, action in early:
+            if action == "select":
+                self.action_choose()  # enter in either list compares A → B
+                return
+            getattr(option_list, f"action_{action}")()
+
+    def on_key(self, event: Any) -> None:
+        """Before the versions are loaded, keep the keys that choose in a list or run."""
+        focused = self.focused
+        if (not self.policies and not self.has_class("-failed") and isinstance(focused, OptionList)
+                and event.key in self.EARLY_KEYS):
+            event.stop()
+            event.prevent_default()  # nor the replay picker's on_key
+            self._early.append((focused, self.EARLY_KEYS[event.key]))
+
+    def side_a(self) -> str:
+        return self.query_one("#side-a", VersionList).value or RECORDED
+
+    @on(OptionList.OptionHighlighted)
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show_choice()
+
+    @on(Input.Changed, "#typed-version")
+    def _typed(self, _event: Input.Changed) -> None:
+        self._show_choice()
+
+    def _side_b(self) -> str | None:
+        """Side B: the typed version while its box has focus and text, else the
+        highlighted one."""
+        box = next(self.query("#typed-version").results(Input), None)
+        if box is not None and self.focused is box and box.value.strip():
+            return box.value.strip()
+        return self.highlighted_version()
+
+    def _show_choice(self) -> None:
+        """What enter runs, said before it runs (A → B)."""
+        if not self.policies:
+            return
+        a, b = self.side_a(), self._side_b()
+        text = Text()
+        text.append("enter compares ", style="dim")
+        text.append("A ", style="bold")
+        text.append("the recording" if a == RECORDED else safe_text(a))
+        text.append(" → ", style="bold")
+        text.append("B ", style="bold")
+        text.append(safe_text(b) if b else "?")
+        self.query_one("#compare-choice", Static).update(text)
+
+    def on_descendant_focus(self, _event: Any) -> None:
+        self._show_choice()  # the typed version is B while its box has focus
+
+    @on(OptionList.OptionSelected, "#side-a")
+    def _side_a_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_choose()
+
+    def _choose(self, option_id: str | None) -> None:
+        version = self._version_of(option_id)
+        if version is not None:
+            self._run(ReplayChoice(version, self.side_a()))
+
+    @on(Input.Submitted, "#typed-version")
+    def typed_version(self, event: Input.Submitted) -> None:
+        event.stop()
+        event.prevent_default()  # the replay picker's handler (its side A) is not run
+        version = event.value.strip()
+        if version:
+            self._run(ReplayChoice(version, self.side_a()))
+
+    def _run(self, choice: ReplayChoice) -> None:
+        _LAST_CHOICE[self.app] = choice
+        self.dismiss(choice)
+
+    def action_focus_against(self) -> None:
+        self.query_one("#side-a", VersionList).focus()
 
 
 class ScopeLoaded(Message):
@@ -207,47 +362,40 @@ def most_changed_table(result: CompareResult) -> pa.Table:
                      for label, key in MOST_CHANGED_COLUMNS})
 
 
-def bin_labels(histogram: Any) -> list[str]:
-    return [f"{b['lo']:+d}" if b["hi"] - b["lo"] == 1 else f"{b['lo']:+d}…{b['hi'] - 1:+d}"
-            for b in histogram]
+def bin_label(lo: int, hi: int) -> str:
+    """A bin of integer deltas (``hi`` exclusive): ``0``, ``+5``, ``-200…-101``."""
+    def signed(v: int) -> str:
+        return f"{v:+d}" if v else "0"
+    return signed(lo) if hi - lo == 1 else f"{signed(lo)}…{signed(hi - 1)}"
 
 
-LABELLED_BINS = 5  # at most this many bins named under the histogram (more do not fit)
+HISTOGRAM_BAR = 16  # the longest bar, in cells
 
 
-def histogram_ticks(histogram: Any, rows: int = 8,
-                    columns: int | None = None) -> tuple[list[int], list[str], list[int]]:
-    """Where to name the bins, and the y ticks: only bins that hold requests are named
-    (plotext, left to itself, thins its labels and names empty bins, so a bar can stand
-    under another bin's name), no two names closer than the longest one on a plot of
-    ``columns`` (plotext drops one of two colliding names, and which one it drops was not
-    the same from one drawing to the next), and requests are counted in round whole
-    numbers, at most one tick every other row of the ``rows`` the plot has (two ticks on
-    one row hide one of them: 55, 33, 22 without 44)."""
-    labels = bin_labels(histogram)
-    held = [i for i, b in enumerate(histogram) if b["count"]]
-    step = max(1, -(-len(held) // LABELLED_BINS))
-    named = held[::step]
-    if columns is not None and named:
-        per_bin = columns / len(histogram)
-        room = max(len(labels[i]) for i in named) + 1
-        spaced = [named[0]]
-        for i in named[1:]:
-            if (i - spaced[-1]) * per_bin >= room:
-                spaced.append(i)
-        named = spaced
-    top = max((b["count"] for b in histogram), default=0)
-    most = max(2, rows // 2 + 1)  # ticks, 0 among them
-    every = next(n for n in _round_steps() if n * (most - 1) >= top)
-    return named, [labels[i] for i in named], list(range(0, top + every, every))
-
-
-def _round_steps() -> Iterator[int]:
-    """1, 2, 5, 10, 20, 50, …"""
-    scale = 1
-    while True:
-        yield from (scale, 2 * scale, 5 * scale)
-        scale *= 10
+def histogram_text(histogram: Any) -> Text:
+    """The per-request token deltas, one row per bin (``replay.compare.histogram_bins``:
+    fitted to the data, the CLI's): every bin labelled, zero's own bin in bold, a bar and
+    the count; as wide as its longest row."""
+    text = Text()
+    text.append("requests by token delta (B − A)", style="bold")
+    if not histogram:
+        text.append("\nno requests", style="dim")
+        return text
+    labels = [bin_label(b["lo"], b["hi"]) for b in histogram]
+    width = max(len(label) for label in labels)
+    counts = [f"{b['count']:,}" for b in histogram]
+    count_width = max(len(c) for c in counts)
+    most = max(b["count"] for b in histogram) or 1
+    for b, label, count in zip(histogram, labels, counts):
+        zero = b["lo"] == 0 and b["hi"] == 1
+        cells = max(1 if b["count"] else 0, round(HISTOGRAM_BAR * b["count"] / most))
+        text.append("\n")
+        text.append(f"{label:>{width}} ", style="bold" if zero else "")
+        text.append("┼" if zero else "│", style="dim")
+        text.append("█" * cells, style="bold yellow" if zero else "cyan")
+        text.append(" " * (HISTOGRAM_BAR - cells + 1))
+        text.append(f"{count:>{count_width}}", style="" if b["count"] else "dim")
+    return text
 
 
 class CompareScreen(Screen[None]):
@@ -262,21 +410,23 @@ class CompareScreen(Screen[None]):
     DEFAULT_CSS = """
     #compare-title { padding: 0 1; text-style: bold; background: $boost; }
     #compare-progress { padding: 0 2; height: auto; }
-    #compare-progress Bar { width: 100; }
+    #compare-progress Bar { width: 1fr; max-width: 100; }
     #compare-body { height: 1fr; }
-    #compare-report { width: 3fr; padding: 0 1; }
+    #compare-report { width: 1fr; padding: 0 1; }
     #compare-safety { height: auto; padding: 0 1; margin-bottom: 1; }
     CompareScreen.-regressed #compare-safety { border-left: thick $error; }
     #compare-aggregates { height: auto; padding: 0 1; }
-    #compare-histogram { width: 2fr; min-width: 30; }
-    #compare-holder { height: 10; }
+    #compare-histogram-box { width: auto; height: auto; max-height: 100%; }
+    #compare-histogram { width: auto; height: auto; padding: 0 1; }
+    /* the most-changed table: its rows (10 and a header) on a tall terminal, half of what
+       is left on a short one */
+    #compare-holder { height: 1fr; max-height: 12; min-height: 5; }
     #compare-table { height: 1fr; }
     #compare-status { height: 1; padding: 0 1; background: $panel; color: $text; }
     """
 
     def __init__(self, a: str, b: str, flt: Any = None, filter_text: str = "") -> None:
         super().__init__()
-        self._plotted: CompareResult | None = None  # the result the histogram shows
         self.a, self.b = a, b
         self.flt = flt
         self.filter_text = filter_text
@@ -284,6 +434,7 @@ class CompareScreen(Screen[None]):
         self.running = False
         self.cancelled = False
         self._seen = (0, 0)  # (done, total) of the last progress report
+        self._clock = ProgressClock()  # the run's start: rate and time left
         self._run = 0  # which run is on screen (R starts another)
 
     def compose(self) -> ComposeResult:
@@ -299,7 +450,9 @@ class CompareScreen(Screen[None]):
             with VerticalScroll(id="compare-report"):
                 yield Static("Replaying…", id="compare-safety", markup=False)
                 yield Static("", id="compare-aggregates", markup=False)
-            yield PlotextPlot(id="compare-histogram")
+            # sized to its rows, beside the safety summary (scrolls on a short terminal)
+            with VerticalScroll(id="compare-histogram-box"):
+                yield Static("", id="compare-histogram")
         yield Vertical(id="compare-holder")
         yield Static("", id="compare-status", markup=False)
         yield Footer()
@@ -316,7 +469,9 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-safety", Static).update("Replaying…")
         self.query_one("#compare-aggregates", Static).update("")
         self.query_one("#compare-holder").remove_children()
-        self._clear_plot()  # a rerun stopped half-way must not show the last run's histogram
+        # a rerun stopped half-way must not show the last run's histogram
+        self.query_one("#compare-histogram", Static).update("")
+        self._clock = ProgressClock()
         self._seen = (0, 0)
         self.query_one("#compare-status", Static).update("esc: stop the compare")
         self.run_compare()
@@ -332,7 +487,8 @@ class CompareScreen(Screen[None]):
 
         def progress(done: int, total: int) -> None:
             step = max(total // PROGRESS_STEPS, 1)
-            if done == total or done - last[0] >= step:
+            # the first report at once (the count to do), then at most PROGRESS_STEPS
+            if last[0] < 0 or done == total or done - last[0] >= step:
                 last[0] = done
                 self.app.call_from_thread(self._progressed, done, total, run)
 
@@ -362,8 +518,11 @@ class CompareScreen(Screen[None]):
         self._seen = (done, total)
         self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
         # on Ray the count is of partitions (whole conversations), the unit Ray schedules
-        unit = "partitions on Ray" if self.app.ray_exports is not None else "requests"  # type: ignore[attr-defined]
-        self.query_one("#compare-safety", Static).update(f"Replaying… {done:,} of {total:,} {unit}")
+        on_ray = self.app.ray_exports is not None  # type: ignore[attr-defined]
+        report = self._clock.report(done, total)
+        self.query_one("#compare-safety", Static).update(
+            "Replaying… " + (report.text("partitions on Ray", "partitions") if on_ray
+                             else report.text("requests")))
 
     # ------------------------------------------------------------------ results
 
@@ -376,7 +535,8 @@ class CompareScreen(Screen[None]):
         bar.update(total=max(result.requests, 1), progress=max(result.requests, 1))
         self.query_one("#compare-safety", Static).update(safety_text(result))
         self.query_one("#compare-aggregates", Static).update(aggregates_text(result))
-        self._plot(result)
+        self.query_one("#compare-histogram", Static).update(
+            histogram_text(result.tokens["per_request"]["histogram"]))
         holder = self.query_one("#compare-holder")
         await holder.remove_children()
         if result.most_changed:
@@ -390,36 +550,6 @@ class CompareScreen(Screen[None]):
                                       classes="placeholder", markup=False))
             status = "R: compare again · esc: back"
         self.query_one("#compare-status", Static).update(status)
-
-    def _clear_plot(self) -> PlotextPlot:
-        self._plotted = None
-        plot = self.query_one("#compare-histogram", PlotextPlot)
-        plot.plt.clear_data()
-        plot.plt.clear_figure()
-        plot.refresh()
-        return plot
-
-    def on_resize(self) -> None:
-        # the y ticks are spaced for the plot's height: drawn again at the new one
-        if self._plotted is not None:
-            self.call_after_refresh(self._plot, self._plotted)  # once laid out anew
-
-    def _plot(self, result: CompareResult) -> None:
-        plot = self._clear_plot()
-        self._plotted = result
-        plt = plot.plt
-        histogram = result.tokens["per_request"]["histogram"]
-        if histogram:
-            plt.bar(list(range(len(histogram))), [b["count"] for b in histogram])
-            # the plot's rows: the widget's less its title and the x axis with its labels
-            # the plot's columns: the widget's less the y axis with its labels
-            named, labels, yticks = histogram_ticks(histogram, max(plot.size.height - 4, 2),
-                                                    max(plot.size.width - 6, 10))
-            plt.xticks(named, labels)
-            plt.yticks(yticks)
-            plt.ylim(0, yticks[-1])
-        plt.title("requests by token delta (B − A)")
-        plot.refresh()
 
     def on_compare_failed(self, message: CompareFailed) -> None:
         self.running = False

@@ -4,6 +4,7 @@ its diff, Escape stops a running compare."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ async def _compare(pilot: Any, b: str, a: str) -> CompareScreen:
     await settle(pilot)
     picker = pilot.app.screen
     assert isinstance(picker, ComparePicker)
-    picker.query_one("#against").value = a
+    picker.query_one("#side-a").value = a
     await settle(pilot)
     versions = [p.version for p in picker.policies]
     picker.query_one("#policy-versions").highlighted = (
@@ -171,28 +172,21 @@ async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
         assert (bar.total, bar.progress) == (50, 10)
 
 
-def test_the_histogram_names_only_bins_that_hold_requests() -> None:
-    # five requests spread over twenty bins (four of them hold some): each name stands under
-    # a bar, and requests are counted in whole numbers, not 0.33 of one
-    from inspector.screens.compare import histogram_ticks
+def test_the_histogram_labels_every_bin_and_marks_zero() -> None:
+    # the bins are the data's (replay.compare.histogram_bins): each one named on its row,
+    # zero's own bin on the axis mark, every row as wide as the others (sized to content)
+    from inspector.screens.compare import histogram_text
 
-    counts = [1] + [0] * 8 + [1] + [0] * 5 + [1] + [0] * 3 + [2]
-    histogram = [{"lo": -300 + 15 * i, "hi": -285 + 15 * i, "count": c} for i, c in enumerate(counts)]
-    named, labels, yticks = histogram_ticks(histogram)
-    assert named == [0, 9, 15, 19]
-    assert labels == ["-300…-286", "-165…-151", "-75…-61", "-15…-1"]
-    assert yticks == [0, 1, 2]
-    many = [{"lo": i, "hi": i + 1, "count": 40 + i} for i in range(20)]
-    named, labels, yticks = histogram_ticks(many)
-    assert len(named) <= 5 and all(many[i]["count"] for i in named)
-    assert all(isinstance(y, int) for y in yticks) and yticks[-1] >= 59
-    # 51 requests in one bin on a plot of 8 rows: round ticks, each on a row of its own
-    # (0, 11, 22, 33, 44, 55 put two on one row and showed 55 33 22 11 0)
-    named, labels, yticks = histogram_ticks([{"lo": 0, "hi": 1, "count": 51}], rows=8)
-    assert yticks == [0, 20, 40, 60]
-    for rows in range(2, 30):
-        _n, _l, yticks = histogram_ticks([{"lo": 0, "hi": 1, "count": 51}], rows=rows)
-        assert yticks[-1] >= 51 and rows * (yticks[1] - yticks[0]) / yticks[-1] >= 1.5, rows
+    histogram = [{"lo": -150, "hi": -100, "count": 7}, {"lo": -100, "hi": -50, "count": 18},
+                 {"lo": -50, "hi": 0, "count": 1}, {"lo": 0, "hi": 1, "count": 26}]
+    lines = histogram_text(histogram).plain.split("\n")
+    assert lines[0] == "requests by token delta (B − A)"
+    rows = lines[1:]
+    assert [r.split()[0] for r in rows] == ["-150…-101", "-100…-51", "-50…-1", "0"]
+    assert [r.split()[-1] for r in rows] == ["7", "18", "1", "26"]
+    assert "┼" in rows[3] and all("┼" not in r for r in rows[:3])
+    assert len({len(r) for r in rows}) == 1
+    assert rows[3].count("█") == 16 and rows[2].count("█") == 1
 
 
 def test_help_lists_the_compare_keys() -> None:
@@ -228,3 +222,84 @@ async def test_the_compare_screen_compares_in_worker_processes(
         safety = str(screen.query_one("#compare-safety").render())
         for memory in CALENDAR:
             assert memory in safety
+
+
+# ---------------------------------------------------------------- issue 26: compare by keys
+
+@run_async
+async def test_compare_is_a_keyboard_flow_that_remembers_its_choice(sample_db: Path) -> None:
+    """C, then keys at once (typed before the versions are even loaded): shift+tab to side
+    A, four down (v4), tab to side B, four down from v1 (v5), enter: v4 → v5. Opened again,
+    the picker has v4 and v5 chosen, says so, and enter runs them again."""
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("C", "shift+tab", *["down"] * 4, "tab", *["down"] * 4, "enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen) and (screen.a, screen.b) == ("v4", "v5")
+        assert "Compare v4 → v5" in str(screen.query_one("#compare-title").render())
+        await _finished(pilot, screen)
+        assert screen.result is not None and screen.result.requests == 52
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("C")
+        await settle(pilot)
+        picker = app.screen
+        assert isinstance(picker, ComparePicker)
+        assert (picker.side_a(), picker.highlighted_version()) == ("v4", "v5")
+        assert "enter compares A v4 → B v5" in str(picker.query_one("#compare-choice").render())
+        hint = str(picker.query_one("#replay-hint").render())
+        assert hint == ("tab / shift+tab: side A ⇄ side B · ↑↓: choose · "
+                        "enter: compare A → B · esc: cancel")
+        # tab and shift+tab go between the two lists, and only there
+        versions, side_a = picker.query_one("#policy-versions"), picker.query_one("#side-a")
+        assert app.focused is versions
+        await pilot.press("shift+tab")
+        assert app.focused is side_a
+        await pilot.press("up", "tab")
+        assert app.focused is versions and picker.side_a() == "v3"
+        await pilot.press("tab")
+        assert app.focused is side_a
+        await pilot.press("down", "enter")  # enter in side A compares too
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen) and (screen.a, screen.b) == ("v4", "v5")
+
+
+@run_async
+async def test_the_progress_says_count_rate_and_time_left(
+        sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per chunk: how many of how many, the rate so far and the time left at that rate (the
+    run's clock is the test's: 2,500 requests in 5 s is 500 a second, 15 s left)."""
+    import readmodel.progress
+
+    now = [1000.0]
+    monkeypatch.setattr(readmodel.progress, "monotonic", lambda: now[0])
+    reported = threading.Event()
+
+    def chunked_compare(self: ReadModel, a: str, b: str, flt: Any = None, progress: Any = None,
+                        cancelled: Any = None, **_: Any) -> Any:
+        progress(0, 10_000)
+        now[0] += 5
+        progress(2_500, 10_000)
+        reported.set()
+        for _ in range(3000):  # 30 s at most: a failed assertion must not hang the test
+            if cancelled():
+                break
+            threading.Event().wait(0.01)
+        raise CompareCancelled
+
+    monkeypatch.setattr(ReadModel, "compare", chunked_compare)
+    app = ContextLensApp(db_path=sample_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.open_compare("v4", "v5")
+        # progress() returns once the app has shown the report (call_from_thread): wait in
+        # a thread so that this loop goes on running the app
+        assert await asyncio.to_thread(reported.wait, 30)
+        await pilot.pause()
+        safety = str(app.screen.query_one("#compare-safety").render())
+        assert safety == "Replaying… 2,500 of 10,000 requests · 500 requests/s · about 15 s left"
+        await pilot.press("escape")
+        await settle(pilot)

@@ -218,7 +218,7 @@ def test_the_apps_compare_runs_on_ray_with_progress_in_partitions(
             await pilot.press("C")
             await settle(pilot)
             picker = app.screen
-            picker.query_one("#against").value = "v4"
+            picker.query_one("#side-a").value = "v4"
             options = picker.query_one("#policy-versions")
             options.highlighted = options.get_option_index("policy-v5")
             await pilot.press("enter")

@@ -17,9 +17,10 @@ from inspector.app import ContextLensApp
 from inspector.screens.compare import CompareScreen
 
 SIZE = (140, 40)
-# C: the picker (side B highlighted on v1, side A the recording); a: side A's list;
-# v4 is the fifth entry after the recording; then side B: v5, four down from v1
-KEYS = ("C", "a", "enter", "down", "down", "down", "down", "enter",
+SMALL = (80, 24)  # the smallest terminal every screen is usable at
+# C: the picker (side B focused, on v1; side A the recording); shift+tab: side A, four down
+# to v4; tab: side B, four down to v5; enter compares A → B
+KEYS = ("C", "shift+tab", "down", "down", "down", "down", "tab",
         "down", "down", "down", "down", "enter")
 
 
@@ -35,3 +36,10 @@ async def _v4_against_v5(pilot: Any) -> None:
 def test_compare_v4_v5_safety_first(snap_compare: Any, sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
     assert snap_compare(app, terminal_size=SIZE, run_before=_v4_against_v5)
+
+
+def test_compare_v4_v5_at_80x24(snap_compare: Any, sample_db: Path) -> None:
+    """At 80x24: the safety summary with the histogram sized to its rows beside it, the
+    most-changed table below, every column of it on screen."""
+    app = ContextLensApp(db_path=sample_db)
+    assert snap_compare(app, terminal_size=SMALL, run_before=_v4_against_v5)
