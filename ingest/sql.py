@@ -14,8 +14,8 @@ from .errors import cut
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["fetch_one", "one_line_error", "q", "registered", "scratch_connection", "session",
-           "show_value", "sql_str"]
+__all__ = ["fetch_one", "one_line_error", "open_cursor", "open_duckdb", "q", "registered",
+           "scratch_connection", "session", "show_value", "sql_str"]
 
 _local = threading.local()
 
@@ -42,12 +42,22 @@ def open_duckdb(path: str = ":memory:", read_only: bool = False) -> duckdb.DuckD
 
 def session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` set up as every connection of ours is (a setting of one connection, not
-    inherited by its cursors): times in UTC, and no progress bar, which DuckDB otherwise
+    inherited by its cursors: ``open_cursor``): no progress bar, which DuckDB otherwise
     draws on the process's standard output during a long query, in the middle of a
-    command's JSON."""
-    con.execute("SET TimeZone = 'UTC'")
+    command's JSON, and times in UTC.
+
+    The progress bar goes first: DuckDB takes it only as a connection's setting (``connect``
+    refuses it in ``config``: "Could not set option as a global option"), so the statement
+    that turns it off is the only one that could ever draw it."""
     con.execute("SET enable_progress_bar = false")
+    con.execute("SET TimeZone = 'UTC'")
     return con
+
+
+def open_cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Another connection to ``con``'s database (``con.cursor()``) set up by ``session``:
+    a cursor starts from DuckDB's defaults, not from ``con``'s settings."""
+    return session(con.cursor())
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -72,29 +73,74 @@ def cell(value: Any, column: str, width: int | None) -> str:
     return clip(text, width)
 
 
+def _to_terminal() -> bool:
+    """Whether stdout is a terminal (a pipe or a file is not: tables there are whole)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def _cell_limit(column: str, max_width: int | None) -> int | None:
+    """How wide a cell of ``column`` may be before the table is fitted: on a terminal
+    ``max_width``; piped, ids and names whole (a script reads them), log text quoted in
+    a preview column (a label, a detail: kilobytes of a tool's output) still cut."""
+    return max_width if _to_terminal() or column in READABLE_COLUMNS else None
+
+
+def _fit_terminal(widths: list[int], columns: list[str], indent: int = 0) -> list[int]:
+    """``widths`` narrowed to the terminal (the widest column first, never below its
+    header nor 8 cells); as they are when piped, or when even that would not fit (the
+    lines then wrap, every cell readable, rather than every id cut to nothing)."""
+    if not _to_terminal():
+        return widths
+    import shutil
+
+    room = shutil.get_terminal_size().columns - indent - 2 * (len(widths) - 1)
+    widths = list(widths)
+    floors = [max(len(c), min(w, 8)) for c, w in zip(columns, widths)]
+    if sum(floors) > room:
+        return widths
+    while sum(widths) > room:
+        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def _table_cells(rows: list[dict[str, Any]], columns: list[str],
+                 max_width: int | None) -> list[list[str]]:
+    return [[cell(r.get(c), c, _cell_limit(c, max_width)) for c in columns] for r in rows]
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> None:
-    """A plain, aligned text table (no markup: every cell is escaped data)."""
-    cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    """A plain, aligned text table (no markup: every cell is escaped data), fitted to the
+    terminal; piped, at its natural width (``_cell_limit``)."""
+    for line in _table_lines(rows, columns, max_width, indent=0):
+        click.echo(line)
 
 
 def stream_table(batches: Iterable[list[dict[str, Any]]], columns: list[str],
                  max_width: int = 48) -> int:
     """``print_table`` for rows that arrive in batches: the column widths are set by the
-    first batch (later cells are cut to them), and each batch is printed as it comes.
+    first batch and each batch is printed as it comes. On a terminal later cells are cut
+    to those widths; piped, a longer cell is printed whole (its row is then wider).
     Returns how many rows were printed."""
     widths: list[int] | None = None
     shown = 0
+    fit = _to_terminal()
     for rows in batches:
-        cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
+        cells = _table_cells(rows, columns, max_width)
         if widths is None:
-            widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+            widths = _fit_terminal(
+                [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)],
+                columns)
             click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
         for row in cells:
-            click.echo("  ".join(clip(v, w).ljust(w) for v, w in zip(row, widths)).rstrip())
+            click.echo("  ".join((clip(v, w) if fit else v).ljust(w)
+                                 for v, w in zip(row, widths)).rstrip())
         shown += len(rows)
     if widths is None:
         click.echo("  ".join(columns))
@@ -145,23 +191,48 @@ def clear_progress() -> None:
         sys.stderr.flush()
 
 
-def progress_printer() -> Callable[[str, int, int], None] | None:
-    """A progress bar on stderr when it is a terminal; nothing when piped."""
+def progress_printer(unit: str | None = None) -> Callable[[str, int, int], None] | None:
+    """A progress bar on stderr when it is a terminal; nothing when piped (stdout holds the
+    answer alone, and a log file gets no bar). With ``unit`` ("requests"), the line also
+    says the rate so far and the time left (``readmodel.progress``, as the app says it),
+    timed from each stage's first report."""
     if not sys.stderr.isatty():
         return None
+    clock: Any = None
+    if unit is not None:
+        from readmodel.progress import ProgressClock
+
+        clock = ProgressClock()
     last: dict[str, Any] = {"stage": None}
 
     def progress(stage: str, done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / total) if total else width
+        if clock is not None and stage != last["stage"]:
+            clock.restart()
+        said = clock.report(done, total).text(unit) if clock is not None else f"{done}/{total}"
+        head = clip(stage, 28)
+        # one terminal line, redrawn in place (a longer one would wrap and leave copies;
+        # the 3 cells left free keep the terminal's ^C on it): the bar takes what the words
+        # leave, up to 30 cells
+        room = _stderr_columns() - 3
+        width = max(0, min(30, room - len(head) - len(said) - 2))
+        filled = min(int(width * done / total), width) if total else width
         bar = "█" * filled + "░" * (width - filled)
-        sys.stderr.write(f"\r{clip(stage, 28):<28} {bar} {done}/{total}")
+        line = f"{head} {bar} {said}" if width else f"{head} {said}"
+        sys.stderr.write("\r" + clip(line, room) + "\x1b[K")
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
         last["stage"] = stage
 
     return progress
+
+
+def _stderr_columns() -> int:
+    """The width of the terminal stderr is on (80 when it does not say)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
 
 
 SAFETY_GROUP_TITLES = (
@@ -340,11 +411,8 @@ def print_compare(d: dict[str, Any]) -> None:
         pct = ", ".join(f"{k} {_signed(v)}" for k, v in per["percentiles"].items())
         click.echo(f"  per request delta: min {_signed(per['min'])}, {pct}, "
                    f"max {_signed(per['max'])}, mean {per['mean']:+}")
-        most = max(b["count"] for b in per["histogram"]) or 1
-        for b in per["histogram"]:
-            label = f"{b['lo']:+d}..{b['hi'] - 1:+d}" if b["hi"] - b["lo"] > 1 else f"{b['lo']:+d}"
-            bar = "█" * max(1 if b["count"] else 0, round(30 * b["count"] / most))
-            click.echo(f"    {label:>15} {b['count']:>8} {bar}")
+        for line in _histogram_lines(per["histogram"]):
+            click.echo("    " + line)
     if d["most_changed"]:
         click.echo("\nmost changed:")
         columns = ["assembly_id", "safety_regressions", "safety_fixes", "newly_included",
@@ -355,9 +423,34 @@ def print_compare(d: dict[str, Any]) -> None:
             click.echo("  " + line)
 
 
-def _table_lines(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48) -> list[str]:
-    cells = [[cell(r.get(c), c, max_width) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+def _histogram_lines(histogram: list[dict[str, Any]], bar_width: int = 30) -> list[str]:
+    """The token-delta histogram of a compare, one line per bin (the bins of
+    ``replay.compare.histogram_bins``, as the app shows them): every bin labelled, zero's
+    own bin marked ``┼``, the count, then a bar."""
+    def signed(v: int) -> str:
+        return f"{v:+d}" if v else "0"
+
+    labels = [signed(b["lo"]) if b["hi"] - b["lo"] == 1
+              else f"{signed(b['lo'])}..{signed(b['hi'] - 1)}" for b in histogram]
+    width = max((len(label) for label in labels), default=0)
+    count_width = max((len(str(b["count"])) for b in histogram), default=0)
+    most = max((b["count"] for b in histogram), default=0) or 1
+    lines = []
+    for b, label in zip(histogram, labels):
+        axis = "┼" if (b["lo"], b["hi"]) == (0, 1) else "│"
+        bar = "█" * max(1 if b["count"] else 0, round(bar_width * b["count"] / most))
+        lines.append(f"{label:>{width}} {axis} {b['count']:>{count_width}} {bar}".rstrip())
+    return lines
+
+
+def _table_lines(rows: list[dict[str, Any]], columns: list[str], max_width: int = 48,
+                 indent: int = 2) -> list[str]:
+    """The lines of ``print_table`` (each to be printed after ``indent`` spaces)."""
+    cells = _table_cells(rows, columns, max_width)
+    widths = _fit_terminal(
+        [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)],
+        columns, indent)
+    lines = ["  ".join(clip(c, w).ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(clip(v, w).ljust(w) for v, w in zip(row, widths)).rstrip()
+              for row in cells]
     return lines

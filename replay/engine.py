@@ -20,16 +20,20 @@ the oracle path, ``replay_chunk_oracle``: the assembler itself, one assembly at 
 The columnar path reads a chunk's graph in one query per table and runs a few small SQL
 queries per chunk, so a chunk should hold thousands of assemblies: a chunk closes at
 ``CONVERSATIONS_PER_CHUNK`` conversations or, at the next conversation boundary, once it
-holds ``REQUESTS_PER_CHUNK`` requests. Its memory is a few dozen numpy columns of the
-chunk's (assembly x candidate) rows, so it follows the chunk, never the store. Measured on
+holds ``REQUESTS_PER_CHUNK`` requests (the first chunks fewer: ``FIRST_CHUNK_REQUESTS``,
+doubling, so that progress, reported per chunk, moves from the start). Its memory is a few
+dozen numpy columns of the chunk's (assembly x candidate) rows, so it follows the chunk,
+never the store. Measured on
 the 200k scale store (benchmarks/bench_compare.py): 256 conversations a chunk took 107 s
 and peaked at 651 MB, 2,048 took 41 s at 919 MB, 4,096 took 37 s at 1.27 GB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -57,6 +61,7 @@ __all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_fac
 
 CONVERSATIONS_PER_CHUNK = 2048
 REQUESTS_PER_CHUNK = 8192  # a chunk of long conversations stops here (at their boundary)
+FIRST_CHUNK_REQUESTS = 512  # the first chunk's bound, doubled chunk by chunk (``_ramp``)
 
 REPLAY_SCHEMA = pa.schema([
     ("assembly_id", pa.string()), ("record_kind", pa.string()), ("record_id", pa.string()),
@@ -118,18 +123,33 @@ def _chunks(planner: "Store", store: "Store", flt: "AssemblyFilter | str | None"
     export: str | None = None
     conversations: list[str] = []
     held = 0  # requests in ``conversations``
+    bounds = _ramp(requests_per_chunk)
+    bound = next(bounds)
     for batch in planner.iter_conversation_sizes(flt):
         for e, c, n in zip(*(batch.column(name).to_pylist()
                              for name in ("export_id", "conversation_id", "requests"))):
             if conversations and (e != export or len(conversations) >= conversations_per_chunk
-                                  or held >= requests_per_chunk):
+                                  or held >= bound):
                 yield _chunk(store, export, conversations, flt)
                 conversations, held = [], 0
+                bound = next(bounds)
             export = e
             conversations.append(c)
             held += n
     if conversations:
         yield _chunk(store, export, conversations, flt)
+
+
+def _ramp(requests_per_chunk: int) -> Iterator[int]:
+    """The request bound of each chunk in turn: ``FIRST_CHUNK_REQUESTS``, doubling up to
+    ``requests_per_chunk``. A run's progress (reported per chunk) then moves early and
+    often while the rate is measured, and every worker has a chunk soon; a big store is
+    still walked in chunks of the efficient size (a 10,000-request compare in chunks of
+    8,192 reported 0/10000 for 11 s, then 10000/10000)."""
+    bound = min(FIRST_CHUNK_REQUESTS, requests_per_chunk)
+    while True:
+        yield bound
+        bound = min(2 * bound, requests_per_chunk)
 
 
 def _chunk(store: "Store", export: str | None, conversations: list[str],
@@ -166,6 +186,10 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None] | None,
                   start_args: tuple[Any, ...]) -> None:
+    # Ctrl+C reaches every process of the terminal's group: the caller stops the workers
+    # (``_stop``), so a worker has nothing to say about it (it started with SIGINT held:
+    # ``_sigint_held``; ignored from here on, a pending one is dropped)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ingest.store import Store
 
     # results and errors come back through the pool; anything a worker would print (a
@@ -213,7 +237,8 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
     ``start`` are module-level functions (they are sent to the workers by name). When
     ``cancelled()`` turns true, or on any failure, the workers are stopped at once."""
     context = multiprocessing.get_context("spawn")  # no fork of DuckDB's threads
-    _start_resource_tracker()
+    with _sigint_held():
+        _start_resource_tracker()
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
                                initargs=(str(store.path), task, start, start_args))
     pending: deque[Any] = deque()
@@ -236,7 +261,8 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
         for chunk in walk(walker):
             if stop():
                 break
-            pending.append(pool.submit(_worker_task, chunk))
+            with _sigint_held():  # a submit may start a worker process
+                pending.append(pool.submit(_worker_task, chunk))
             while len(pending) >= 2 * workers or (pending and pending[0].done()):
                 if not ready():
                     return
@@ -252,6 +278,23 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
             _stop(pool)
         else:
             pool.shutdown()
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT held back from this thread for the block, and so from every process started in
+    it (a process inherits its parent's signal mask, through the exec): a worker starting
+    up (importing for a second or more before ``_worker_start`` runs) would otherwise print
+    a KeyboardInterrupt traceback on Ctrl+C, which the terminal sends to every process of
+    its group. A Ctrl+C meanwhile reaches this process when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on every platform
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _start_resource_tracker() -> None:
@@ -278,9 +321,12 @@ def _start_resource_tracker() -> None:
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """Stop ``pool``'s workers now, not after their queued chunks."""
+    """Stop ``pool``'s workers now, not after their queued chunks: the processes are taken
+    before ``shutdown``, which forgets them (they went on with their chunk, and this
+    process waited for them on its way out: 2-6 s after a Ctrl+C)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    for process in processes:
         process.terminate()
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..contract import TABLES
 from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
-from ..sql import one_line_error as _one_line, open_duckdb, q, registered, session
+from ..sql import one_line_error as _one_line, open_cursor, open_duckdb, q, registered
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 
@@ -144,7 +144,7 @@ class Database:
         """Another connection to this already open database, for another thread: cheap (no
         file is opened, no format checked) and not serialised with this one."""
         with self._lock, self._one_line_errors():
-            con = session(self._con.cursor())
+            con = open_cursor(self._con)
         return type(self)(con, self.path, self.read_only)
 
     def close(self) -> None:

@@ -14,20 +14,64 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
-import click
+try:
+    # Only click and the commands' definitions: what a command needs (DuckDB, Arrow, the
+    # read model, Textual) is imported in its body, so `--help` and a typo answer at once
+    import click
 
-from ingest.errors import ContextlensError
+    from ingest.errors import ContextlensError
 
-from .browse import _run_app, list_cmd, open_cmd, policies, serve, show, why
-from .collect import collect
-from .data import bundle, ingest, lint, report, sample
-from .options import _TYPED, _said
-from .replays import bisect, compare, diff, replay, verify
-from .sessions import run_sessions_app, sessions
+    from .browse import _run_app, list_cmd, open_cmd, policies, serve, show, why
+    from .collect import collect
+    from .data import bundle, ingest, lint, report, sample
+    from .options import _TYPED, _said
+    from .replays import bisect, compare, diff, replay, verify
+    from .sessions import run_sessions_app, sessions
+except KeyboardInterrupt:  # Ctrl+C while the command line starts: as main() says it
+    sys.stderr.write("aborted\n")
+    sys.exit(130)
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Interrupted(Exception):
+    """Ctrl+C during a command, taken from click: it would print a blank line first."""
+
+
+class _Group(click.Group):
+    """The group, with Ctrl+C handed to ``main`` as it is (see ``_Interrupted``)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
+
+
+def _query_interrupted(err: BaseException) -> bool:
+    """DuckDB's answer to Ctrl+C during a query: the query stops with this RuntimeError
+    (the KeyboardInterrupt is spent)."""
+    return isinstance(err, RuntimeError) and str(err) == "Query interrupted"
+
+
+def _aborted() -> None:
+    """Ctrl+C: one line on stderr (over a progress bar or the terminal's ``^C``, on a
+    terminal) and the shell's code for SIGINT."""
+    from ..console import clear_progress
+
+    clear_progress()
+    click.echo("aborted", err=True)
+    sys.exit(130)
+
+
+@click.group(cls=_Group, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="contextlens")
 @click.option("--sessions", "show_sessions", is_flag=True,
               help="Open the inspector on the agent sessions on this machine (enter opens one).")
@@ -60,9 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     _TYPED[:] = list(argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="contextlens", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, _Interrupted, KeyboardInterrupt):
+        _aborted()
     except click.UsageError as err:
         # one line, as every other error: what is wrong, and where the usage is
         where = err.ctx.command_path if err.ctx is not None else "contextlens"
@@ -75,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     except ContextlensError as err:
         click.echo(f"contextlens: error: {_said(str(err))}", err=True)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
     except Exception as err:  # a bug of ours: still one line, the traceback on request
+        if _query_interrupted(err):
+            _aborted()
         if isinstance(err, UnicodeEncodeError) and "surrogates not allowed" in str(err):
             # a name given that is not UTF-8 (Python keeps its bytes as surrogates, which
             # no file or DuckDB path takes): the user's to rename, not a bug

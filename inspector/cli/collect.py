@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 from pathlib import Path
 
 import click
@@ -32,6 +30,8 @@ def _is_loopback(host: str) -> bool:
     if host.strip().lower() == "localhost":
         return True
     try:
+        import ipaddress
+
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
@@ -86,6 +86,8 @@ def collect(db: Path, host: str, port: int, max_body: int, max_in_flight: int) -
                        "(Ctrl+C stops)")
 
         try:
+            import asyncio
+
             asyncio.run(collector.serve(host, port, started))
         except ListenError as err:
             if journal.created and journal.size == 0:

@@ -13,7 +13,6 @@ import click
 from ingest.errors import ContextlensError, cut
 
 from ..console import body, emit_json, progress_printer, stream_json_array, vis
-from ..report import print_token_report
 from .options import (
     _Answers, _said, _warn, db_option, format_option, json_option, policies_option, reveal_option,
 )
@@ -105,7 +104,16 @@ def report_tokens(db: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    print_token_report(rows)
+    console = None
+    if not sys.stdout.isatty():
+        from rich.console import Console
+
+        # piped or to a file: no terminal to fit (rich would assume 80 columns), so the
+        # table is printed at its natural width, every scenario name whole
+        console = Console(highlight=False, soft_wrap=False, width=1 << 16)
+    from ..report import print_token_report
+
+    print_token_report(rows, console)
 
 
 @click.command()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import click
 
@@ -147,6 +147,27 @@ reveal_option = click.option(
 )
 
 
+class LazyChoice(click.Choice):
+    """``click.Choice`` whose choices are read when first needed (a value to check, a
+    command's --help), not when the command is defined: the command line starts without
+    importing what lists them (the adapters: pyarrow and the contract)."""
+
+    def __init__(self, choices_of: Callable[[], Iterable[str]], case_sensitive: bool = True) -> None:
+        self._choices_of = choices_of
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = case_sensitive
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self._choices is None:
+            self._choices = tuple(self._choices_of())
+        return self._choices
+
+    @choices.setter
+    def choices(self, value: Iterable[str]) -> None:
+        self._choices = tuple(value)
+
+
 def _format_names() -> list[str]:
     from ingest.adapters import format_names
 
@@ -156,7 +177,7 @@ def _format_names() -> list[str]:
 format_option = click.option(
     "--format",
     "fmt",
-    type=click.Choice(_format_names()),
+    type=LazyChoice(_format_names),
     default=None,
     help="The input's format (default: detected).",
 )

@@ -12,16 +12,21 @@ from typing import Any
 
 import click
 
-from ingest.contract import RECORD_TABLES
 
 from ..console import (
     JsonResults, budget_sentence, clear_progress, emit_json, json_default, print_compare, print_diff, print_table,
     progress_printer, vis,
 )
 from .options import (
-    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _engine_answers, db_option,
-    engine_options, json_option, policies_option, reveal_option, workers_option,
+    RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, LazyChoice, _Answers, _engine_answers,
+    db_option, engine_options, json_option, policies_option, reveal_option, workers_option,
 )
+
+
+def _record_kinds() -> tuple[str, ...]:
+    from ingest.contract import RECORD_TABLES
+
+    return tuple(RECORD_TABLES)
 
 
 @click.command()
@@ -88,7 +93,7 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
 @click.option("--bad", default=None, metavar="V2",
               help="The version whose state is the bad one (default: the recorded version).")
 @click.option("--kind", "record_kind", default=None,
-              type=click.Choice(tuple(RECORD_TABLES)),  # the contract's record kinds
+              type=LazyChoice(_record_kinds),  # the contract's record kinds
               help="The record's kind, when records of two kinds share the id.")
 @db_option
 @policies_option
@@ -160,7 +165,7 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
-    progress = None if as_json else progress_printer()
+    progress = None if as_json else progress_printer("requests")
     # each non-faithful assembly is printed as it is found, the counts after them: the first
     # lines come at once and memory does not grow with the store
     observed: Counter[str] = Counter()  # runtime -> requests counted, not listed one by one
@@ -272,7 +277,7 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
     from ingest.filters import parse_filter
 
     flt = parse_filter(filter_expr) if filter_expr else None
-    progress = progress_printer()
+    progress = progress_printer("requests")
     stage = "comparing partitions (ray)" if engine == "ray" else "comparing"
     with _engine_answers(engine, db, exports, policies_dir, address) as answers:
         if engine != "ray":  # the requests A and B apply to; said when others are left out

@@ -10,7 +10,7 @@ from ingest.timefmt import table_time
 
 from ..console import emit_json, print_table, progress_printer, vis
 from ..stores import resolve_store
-from .options import _warn, json_option, reveal_option
+from .options import LazyChoice, _warn, json_option, reveal_option
 
 PROJECT_WIDTH = 40  # a project folder, cut in the table (the path is printed whole)
 COLUMNS = ["last written (UTC)", "started (UTC)", "runtime", "requests", "size", "project", "first prompt", "path"]
@@ -23,7 +23,7 @@ def _runtimes() -> list[str]:
 
 
 @click.command("sessions")
-@click.option("--runtime", type=click.Choice(_runtimes()), default=None,
+@click.option("--runtime", type=LazyChoice(_runtimes), default=None,
               help="Only this runtime's sessions (the format that reads them).")
 @reveal_option
 @json_option

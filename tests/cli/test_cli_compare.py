@@ -4,8 +4,6 @@ per-request Parquet file, and one-line errors for bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -13,6 +11,7 @@ import pytest
 
 from support.cli import run, run_json
 from support.hostile import RAW, build_hostile_db
+from support.progress_bar import run_with_every_query_drawing_progress
 
 CALENDAR = {"mem-014", "mem-015", "mem-016", "mem-020"}  # the v5 incident's calendar memories
 
@@ -112,28 +111,38 @@ def test_strict_fails_a_version_that_regresses_safety_and_passes_one_that_does_n
     assert code == 0  # v6 fixes the incident and regresses nothing
 
 
-# Every DuckDB connection made in the child process counts each of its queries as a long
-# one (DuckDB draws its progress bar after `progress_bar_time` ms, on the process's standard
-# output, unless the connection has it turned off).
-_EVERY_QUERY_LONG = """
-import runpy, sys
-import duckdb
-_connect, _cursor = duckdb.connect, duckdb.DuckDBPyConnection.cursor
-def long_queries(con):
-    con.execute("SET progress_bar_time = 1")
-    return con
-duckdb.connect = lambda *a, **k: long_queries(_connect(*a, **k))
-duckdb.DuckDBPyConnection.cursor = lambda self: long_queries(_cursor(self))
-sys.argv = ["contextlens", *sys.argv[1:]]
-runpy.run_module("inspector.cli", run_name="__main__")
-"""
-
-
+# Every query of every DuckDB connection and cursor in the child process (and its workers)
+# would draw DuckDB's progress bar on standard output (support.progress_bar), unless the
+# connection turned it off first: a query slower than DuckDB's 2 s does in a real run.
 @pytest.mark.parametrize("argv", [("compare", "recorded", "v4", "--workers", "1"),
                                   ("verify", "--workers", "1")])
-def test_json_output_is_json_alone_however_long_the_queries(sample_db: Path, argv) -> None:
-    proc = subprocess.run([sys.executable, "-c", _EVERY_QUERY_LONG, *argv, "--db", str(sample_db),
-                           "--json"], capture_output=True, text=True, timeout=120)
+def test_json_output_is_json_alone_however_long_the_queries(sample_db: Path, tmp_path: Path,
+                                                            argv) -> None:
+    proc = run_with_every_query_drawing_progress(tmp_path, *argv, "--db", str(sample_db),
+                                                 "--json", timeout=120)
     assert proc.returncode in (0, 1), proc.stderr  # verify exits 1 on drift
     assert "▕" not in proc.stdout
     assert json.loads(proc.stdout)["requests" if argv[0] == "compare" else "checked"] > 0
+
+
+# ---------------------------------------------------------------- issue 26: histogram (the
+# "compare" engineer's section; the bins are replay.compare.histogram_bins, the app's too)
+
+def test_the_text_histogram_has_the_json_bins_each_labelled_and_zero_marked(
+        capsys, sample_db: Path) -> None:
+    d = run_json(capsys, "compare", "v4", "v5", "--db", str(sample_db))
+    bins = d["tokens"]["per_request"]["histogram"]
+    assert 2 <= len(bins) <= 12 and (0, 1) in [(b["lo"], b["hi"]) for b in bins]
+    code, out, _ = run(capsys, "compare", "v4", "v5", "--db", str(sample_db))
+    assert code == 0
+    lines = out.split("  per request delta: ")[1].split("\n")[1:len(bins) + 1]
+    assert len(lines) == len(bins)
+    for line, b in zip(lines, bins):
+        label, axis, count = line.split()[:3]
+        assert int(count) == b["count"]
+        if (b["lo"], b["hi"]) == (0, 1):
+            assert (label, axis) == ("0", "┼")
+        else:
+            assert axis == "│" and label == (f"{b['lo']:+d}" if b["hi"] - b["lo"] == 1
+                                             else f"{b['lo']:+d}..{b['hi'] - 1:+d}")
+    assert "most changed:" in out.split(lines[-1])[1]  # nothing else among the bins
