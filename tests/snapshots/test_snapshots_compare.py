@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from support.keys import COMPARE_V4_V5
 from support.pilot import settle
 
 from inspector.app import ContextLensApp
@@ -18,15 +19,11 @@ from inspector.screens.compare import CompareScreen
 
 SIZE = (140, 40)
 SMALL = (80, 24)  # the smallest terminal every screen is usable at
-# C: the picker (side B focused, on v1; side A the recording); shift+tab: side A, four down
-# to v4; tab: side B, four down to v5; enter compares A → B
-KEYS = ("C", "shift+tab", "down", "down", "down", "down", "tab",
-        "down", "down", "down", "down", "enter")
 
 
 async def _v4_against_v5(pilot: Any) -> None:
     await settle(pilot)
-    for key in KEYS:
+    for key in COMPARE_V4_V5:
         await pilot.press(key)
         await settle(pilot)
     screen = pilot.app.screen

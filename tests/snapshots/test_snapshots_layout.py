@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.keys import COMPARE_V4_V5
 from support.pilot import first_assembly, keys_then_settle, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.compare import CompareScreen
 
 SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((160, 45), id="160x45")]
-# C: the picker; a: side A's list, v4 the fifth entry after the recording; then side B: v5
-COMPARE_KEYS = ("C", "a", "enter", "down", "down", "down", "down", "enter",
-                "down", "down", "down", "down", "enter")
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -49,7 +47,7 @@ def test_diff(snap_compare: Any, sample_db: Path, size: tuple[int, int]) -> None
 
 async def _v4_against_v5(pilot: Any) -> None:
     await settle(pilot)
-    for key in COMPARE_KEYS:
+    for key in COMPARE_V4_V5:
         await pilot.press(key)
         await settle(pilot)
     screen = pilot.app.screen

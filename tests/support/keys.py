@@ -36,3 +36,10 @@ async def burst(pilot: Any, *keys: str) -> None:
         driver.send_message(event)
     await pilot.pause()
     await pilot.pause()
+
+
+# From the request list, v4 against v5 by keys: C opens the picker (side B focused, on v1;
+# side A on the recording); shift+tab: side A, four down to v4; tab: side B, four down to v5;
+# enter compares A -> B
+COMPARE_V4_V5 = ("C", "shift+tab", "down", "down", "down", "down", "tab",
+                 "down", "down", "down", "down", "enter")
