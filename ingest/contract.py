@@ -458,7 +458,19 @@ def _model_for(table: Table) -> type[BaseModel]:
     )
 
 
-ROW_MODELS: dict[str, type[BaseModel]] = {name: _model_for(t) for name, t in TABLES.items()}
+# ``ROW_MODELS``: a pydantic model per table (the row checks of the tests), made on first use
+# (module ``__getattr__``): creating the 13 models costs a tenth of a second that every
+# command importing the contract (``contextlens list`` among them) would pay for nothing.
+_row_models: dict[str, type[BaseModel]] | None = None
+
+
+def __getattr__(name: str) -> Any:
+    global _row_models
+    if name != "ROW_MODELS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _row_models is None:
+        _row_models = {table: _model_for(t) for table, t in TABLES.items()}
+    return _row_models
 
 
 class TableManifest(BaseModel):

@@ -4,16 +4,13 @@ Layering: ``inspector -> readmodel -> replay -> ingest``. The CLI and the screen
 this package for answers; they format, nothing more.
 """
 
-from replay.compare import CompareCancelled
-from replay.diff import CHANGE_CLASSES
-from replay.policy import EffectiveBudget
-from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from .masking import Masker, masked_placeholder
 from .model import RECORDED, AnswerCache, BisectNeedsStart, ReadModel, ReplayCache
 from .tokens import token_accounting
 from .records import record_content
-from .sessions import local_sessions
 from .results import (
     AssemblyView,
     BisectResult,
@@ -70,3 +67,35 @@ __all__ = [
     "record_content",
     "token_accounting",
 ]
+
+# Names the read model passes on from the replay engine (and the session finder), imported
+# on first use: importing ``replay.compare`` or ``replay.verify`` loads the whole replay
+# stack (the assembler, the policies, pydantic, numpy), which ``contextlens list`` never needs.
+_FROM_REPLAY = {
+    "CompareCancelled": "replay.compare",
+    "CHANGE_CLASSES": "replay.diff",
+    "EffectiveBudget": "replay.policy",
+    "AssemblyVerdict": "replay.verify",
+    "FieldDifference": "replay.verify",
+    "RecordDifference": "replay.verify",
+    "VerifyResult": "replay.verify",
+    # the transcripts on this machine: imports every adapter (and pyarrow.parquet)
+    "local_sessions": "readmodel.sessions",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from replay.compare import CompareCancelled
+    from replay.diff import CHANGE_CLASSES
+    from replay.policy import EffectiveBudget
+    from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
+
+    from .sessions import local_sessions
+
+
+def __getattr__(name: str) -> Any:
+    module = _FROM_REPLAY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value

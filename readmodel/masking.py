@@ -15,6 +15,7 @@ A ``Masker`` counts what it masked, so a view can say "3 masked".
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -42,13 +43,19 @@ __all__ = [
 # text columns of the request list that come from logs
 _LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "model",
               "provider", "policy_version", "assembler_version", "scenario")
+_TAGS_TYPE = pa.list_(pa.string())
 _SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
               "policy_family")
 
 # A record's one-line label, as shown and printed: masked first, then cut to this width.
 LABEL_WIDTH = 100
 
-_RESTRICTED = pa.array(sorted(RESTRICTED_PRIVACY), pa.string())
+
+@lru_cache(maxsize=1)
+def _restricted() -> pa.Array:
+    # made on first use, not at import: pyarrow imports pandas (a third of a second) on the
+    # first ``pa.array`` of a Python list, which a request list with nothing to mask never makes
+    return pa.array(sorted(RESTRICTED_PRIVACY), pa.string())
 
 
 def masked_placeholder(privacy_class: str) -> str:
@@ -108,11 +115,15 @@ class Masker:
         out = values.to_pylist()  # bounded by the caller: one page or one assembly
         classes = privacy.to_pylist() if privacy is not None else [None] * len(out)
         shown = [self.optional(v, c, limit) for v, c in zip(out, classes, strict=True)]
+        if shown == out and values.type == pa.string():
+            # nothing masked or cut: the column as it came, the same values. (``pa.array``
+            # of a list imports pandas, a third of a second a request list need not pay.)
+            return values
         return pa.array(shown, pa.string())
 
     def restricted_mask(self, privacy: pa.Array | pa.ChunkedArray) -> pa.Array:
         """True where a row's privacy class is restricted (columnar)."""
-        return pc.fill_null(pc.is_in(privacy, _RESTRICTED), False)
+        return pc.fill_null(pc.is_in(privacy, _restricted()), False)
 
 
 # ---------------------------------------------------------------------- rows
@@ -139,8 +150,12 @@ def masked_list_page(page: pa.Table, masker: Masker) -> pa.Table:
             out = out.set_column(i, name, masker.column(out[name]))
     if "tags" in out.column_names:
         i = out.schema.get_field_index("tags")
-        tags = [None if t is None else masker.values(t) for t in out["tags"].to_pylist()]
-        out = out.set_column(i, "tags", pa.array(tags, pa.list_(pa.string())))
+        listed = out["tags"].to_pylist()
+        tags = [None if t is None else masker.values(t) for t in listed]
+        # nothing masked: the same values cast, not rebuilt (``pa.array`` imports pandas)
+        column = (out["tags"].cast(_TAGS_TYPE) if tags == listed
+                  else pa.array(tags, _TAGS_TYPE))
+        out = out.set_column(i, "tags", column)
     return out
 
 def masked_side(row: Mapping[str, Any] | None, masker: Masker) -> Mapping[str, Any] | None:

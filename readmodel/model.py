@@ -26,12 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError, NotFoundError
-from replay import service
-from replay.explain import Counterfactual, explain
-from replay.render import render_prompt
-from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES, is_runtime_version
-from replay.verify import AssemblyVerdict, VerifyResult, verify as verify_store
 
+# The replay engine (replay.service, .verify, .explain, .render, .policy and
+# readmodel.applicable, which imports replay.policy) is imported inside the methods that
+# replay, explain or render: importing it loads the assembler, the policies, pydantic and
+# numpy, about a second that the request list (``contextlens list``) never needs.
 from .masking import (
     Masker,
     masked_labels,
@@ -41,7 +40,6 @@ from .masking import (
     masked_request,
     masked_side,
 )
-from .applicable import compare_scope, request_policies
 from .records import record_content
 from .tokens import token_accounting
 from .results import (
@@ -66,8 +64,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
     from replay.assembler import Assembly
+    from replay.explain import Counterfactual
     from replay.policy import EffectiveBudget, PolicyRegistry
     from replay.snapshot import Snapshot
+    from replay.verify import AssemblyVerdict, VerifyResult
 
 __all__ = ["RECORDED", "AnswerCache", "BisectNeedsStart", "ReadModel", "ReplayCache"]
 
@@ -175,6 +175,8 @@ class ReadModel:
         """The runtime policy families transcripts replay under (every registry has them):
         each with its keys, their defaults and meanings as its ``changes`` (parent = the
         default, value = the key's type)."""
+        from replay.policy import DESCRIPTIONS as RUNTIME_DESCRIPTIONS, RUNTIMES
+
         out = []
         for family, keys in RUNTIMES.items():
             out.append(PolicyInfo(
@@ -429,10 +431,14 @@ class ReadModel:
         ``version`` (``replay.policy.effective_budget``: the policy's budget capped by the
         model's context limit, less the reserve; a runtime policy keeps none); None when the
         registry lacks the version. Ids, versions and numbers only: nothing to mask."""
+        from replay import service
+
         return service.request_budget(self.registry, version, request)
 
     def prompt(self, assembly_id: str, reveal: bool = False) -> PromptView:
         """The prompt as the model received it, part by part, masked unless revealed."""
+        from replay.render import render_prompt
+
         masker = Masker(reveal)
         parts = []
         for part in render_prompt(self.store, assembly_id):
@@ -481,6 +487,9 @@ class ReadModel:
         """Why ``record_id`` is in or out of ``assembly_id`` on ``side``: the recording
         (``"recorded"``) or a replay under a policy version. A record that was not a
         candidate on that side gets a sentence saying so."""
+        from replay import service
+        from replay.explain import explain
+
         store = self.store
         masker = Masker(reveal)
         request = store.assembly(assembly_id)
@@ -586,6 +595,8 @@ class ReadModel:
         from replay.assembler import get_assembler
         from replay.snapshot import request_from_row
 
+        from .applicable import request_policies
+
         registry = self.registry
         policy = registry.get(version)  # an unknown version fails before any work
 
@@ -600,6 +611,8 @@ class ReadModel:
         return self.replays.get((assembly_id, version), run)
 
     def replay(self, assembly_id: str, version: str, reveal: bool = False) -> ReplayView:
+        from replay import service
+
         masker = Masker(reveal)
         row = self.store.assembly(assembly_id)
         out = self.replayed(assembly_id, version, row)
@@ -622,6 +635,7 @@ class ReadModel:
              reveal: bool = False) -> DiffView:
         """A = the recording (``against="recorded"``) or a replay under ``against``;
         B = a replay under ``version``."""
+        from replay import service
         from replay.diff import diff_records
         from replay.safety import SafetyContext
         from replay.snapshot import request_from_row
@@ -675,7 +689,10 @@ class ReadModel:
         order, and which policy key(s) changed to do it (``replay.bisect``)."""
         from replay.bisect import bisect as run_bisect
         from replay.bisect import state_text
+        from replay.policy import is_runtime_version
         from replay.snapshot import request_from_row
+
+        from .applicable import request_policies
 
         request = self.store.assembly(assembly_id)
         decision = _recorded_decision(self.store, assembly_id, record_id, record_kind)
@@ -752,6 +769,8 @@ class ReadModel:
         assembly goes to it as it is found and the result keeps only the counts (memory
         does not grow with the store). ``workers`` > 1 verifies in that many processes (None:
         one per CPU)."""
+        from replay.verify import verify as verify_store
+
         return verify_store(self.store, self.registry, progress=progress, flt=flt,
                             on_verdict=on_verdict, workers=workers)
 
@@ -766,6 +785,8 @@ class ReadModel:
         many processes (None: one per CPU; the same result). Raises ``replay.compare.CompareCancelled`` when
         ``cancelled()`` turns true."""
         from replay.compare import ParquetOut, compare
+
+        from .applicable import compare_scope
 
         masker = Masker(reveal)
         # the requests both versions apply to (in a store of an export and transcripts,
@@ -785,6 +806,8 @@ class ReadModel:
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,
                      reveal: bool = False) -> list[TokenReportRow]:
+        from replay import service
+
         masker = Masker(reveal)
         return [
             TokenReportRow(masker.text(r["scenario"]), r["assemblies"], r["baseline_tokens"],

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
 from replay.diff import budgets_json
-from replay.policy import EffectiveBudget
+
+if TYPE_CHECKING:  # pragma: no cover
+    # annotations only: importing replay.policy imports pydantic, which a request list
+    # does not need
+    from replay.policy import EffectiveBudget
 
 __all__ = [
     "AssemblyView",

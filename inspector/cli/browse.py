@@ -246,13 +246,14 @@ def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, lim
     """List recorded requests (context assemblies)."""
     from ingest.filters import parse_filter
 
+    from readmodel.rows import pylist
     from readmodel.times import untimed_requests
 
     flt = parse_filter(filter_expr)
     with _Answers(db) as answers:
         # printed as the store streams it: the first rows appear at once, and memory stays
-        # that of one batch however large the store
-        batches = (t.to_pylist() for t in answers.request_stream(
+        # that of one batch however large the store (``pylist``: rows without pandas)
+        batches = (pylist(t) for t in answers.request_stream(
             flt, sort=sort, descending=desc, limit=limit, reveal=reveal))
         if as_json:
             stream_json_array(batches)
