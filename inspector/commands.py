@@ -5,7 +5,9 @@ Every command calls the app method its key calls (``open_assembly``, ``pick_repl
 a second implementation. Commands about one request act on the request in focus: the open
 assembly (or the diff's), else the row highlighted in the request list. Typing part of an
 assembly or conversation id finds it in the store (the list filter's text search, a few
-rows). Hits show untrusted text (ids) as plain text, never as markup.
+rows). Hits show untrusted text (ids) as plain text, never as markup, and name a request as
+the request list does (``readmodel.ids``: the store's id affixes, read with the rest at the
+palette's start, off the UI thread).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from textual.content import Content
 
 from ingest.errors import ContextlensError
 from ingest.filters import AssemblyFilter, Term
+from readmodel.ids import NO_AFFIXES, short_id
 
 from .widgets.safe import one_line
 
@@ -94,10 +97,15 @@ class ContextLensCommands(Provider):
         app: ContextLensApp = self.app  # type: ignore[assignment]
         assembly_id = focused_assembly(self.screen)
 
-        def load() -> tuple[list[list[str]], list[str], Focus | None]:
+        def load() -> tuple[list[list[str]], list[str], Focus | None, tuple[str, str]]:
             from readmodel.applicable import request_policies, store_policies
+            from readmodel.ids import store_id_affixes
 
             answers = app.answers()
+            try:
+                affixes = store_id_affixes(answers)
+            except ContextlensError:
+                affixes = NO_AFFIXES  # ids shown whole
             # the versions that apply (readmodel.applicable): per family of the store's
             # requests for a compare, the focused request's own for a replay
             try:
@@ -112,12 +120,14 @@ class ContextLensCommands(Provider):
                 except ContextlensError:
                     row = {}
                 focus = Focus(assembly_id, row.get("conversation_id"), row.get("policy_version"))
-            return families, mine, focus
+            return families, mine, focus, affixes
 
         try:
-            self.families, self.request_versions, self.focus = await asyncio.to_thread(load)
+            self.families, self.request_versions, self.focus, self.affixes = (
+                await asyncio.to_thread(load))
         except ContextlensError:
             self.families, self.request_versions, self.focus = [], [], None
+            self.affixes = NO_AFFIXES
         self.versions = sorted({v for f in self.families for v in f} | set(self.request_versions))
 
     # ------------------------------------------------------------------ the commands
@@ -171,7 +181,7 @@ class ContextLensCommands(Provider):
         focus = self.focus
         if focus is None:
             return
-        shown = one_line(focus.assembly_id, 60)
+        shown = one_line(short_id(focus.assembly_id, self.affixes), 60)
         recorded = focus.policy_version
         versions = list(self.request_versions)
         yield Command(f"Replay {shown} under a version…",
@@ -196,7 +206,8 @@ class ContextLensCommands(Provider):
                       lambda: app.open_bundle(focus.assembly_id))
         if focus.conversation_id:
             yield Command(f"Go to the conversation of {shown}",
-                          one_line(focus.conversation_id, 80),
+                          one_line(short_id(focus.conversation_id, self.affixes,
+                                            prefix_only=True), 80),
                           lambda: app.open_conversation(focus.conversation_id,
                                                         focus.assembly_id))
 
@@ -258,13 +269,14 @@ class ContextLensCommands(Provider):
                 conversations.setdefault(conversation_id, assembly_id)
             if needle not in assembly_id.lower():
                 continue  # found by its tags or model: not what an id search asks for
-            name = f"Open assembly {one_line(assembly_id, 80)}"
+            name = f"Open assembly {one_line(short_id(assembly_id, self.affixes), 80)}"
             score = max(matcher.match(name), 0.6)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda a=assembly_id: app.open_assembly(a), text=name,
                       help="Its context, omissions, trace and prompt")
         for conversation_id, assembly_id in conversations.items():
-            name = f"Go to conversation {one_line(conversation_id, 80)}"
+            name = ("Go to conversation "
+                    f"{one_line(short_id(conversation_id, self.affixes, prefix_only=True), 80)}")
             score = max(matcher.match(name), 0.5)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda c=conversation_id, a=assembly_id: app.open_conversation(c, a),

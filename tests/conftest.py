@@ -48,3 +48,19 @@ def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "secrets.duckdb"
     ingest(adapt(TRANSCRIPT, root / "export").export_dir, db)
     return db
+
+
+@pytest.fixture(scope="session")
+def swe_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SWE-agent trajectory's store (tests/support/swe_trajectory.py): request ids
+    ``<session>:r3:asm``, record ids ``<session>:m0``, as a transcript's are."""
+    from support import swe_trajectory
+
+    from ingest.adapters import adapt
+    from ingest.store import ingest
+
+    root = tmp_path_factory.mktemp("swe")
+    res = adapt(swe_trajectory.write(root / "run.traj"), root / "export")
+    db = root / "store.duckdb"
+    ingest(res.export_dir, db)
+    return db

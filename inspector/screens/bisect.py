@@ -3,7 +3,8 @@ recorded version, and which policy key(s) changed to do it (``ReadModel.bisect``
 
 Opened from the record panel (b). A worker asks the read model (``BisectDone`` or
 ``BisectFailed``); the dialog only formats the answer. Ids and values are data: shown as
-``Text`` through ``safe_text``, never as markup.
+``Text`` through ``safe_text``, never as markup, and short as the request list shows them
+(``readmodel.ids``: the worker reads the store's id affixes first, ``IdsKnown``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from textual.widgets import Input, Static
 
 from ingest.errors import ContextlensError
 from readmodel import BisectNeedsStart, BisectResult
+from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
 
 from ..widgets.safe import one_line, safe_text
+from .replay import IdsKnown
 
 
 class BisectDone(Message):
@@ -125,13 +128,19 @@ class BisectScreen(ModalScreen[None]):
         self.result: BisectResult | None = None
         self.error: str | None = None
         self.good: str | None = None  # where to start (typed, for a runtime policy)
+        self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (IdsKnown)
+
+    def title_text(self) -> Text:
+        """``Bisect message m0 of r5``: the ids as the assembly screen shows them."""
+        record = short_id(self.record_id, self.affixes, prefix_only=True)
+        title = Text("Bisect ", style="bold")
+        title.append(f"{safe_text(self.record_kind)} {one_line(record, 80)}", style="bold")
+        title.append(f" of {one_line(short_id(self.assembly_id, self.affixes), 80)}", style="bold")
+        return title
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="bisect-dialog"):
-            title = Text("Bisect ", style="bold")
-            title.append(f"{safe_text(self.record_kind)} {one_line(self.record_id, 80)}", style="bold")
-            title.append(f" of {one_line(self.assembly_id, 80)}", style="bold")
-            yield Static(title, classes="dialog-title")
+            yield Static(self.title_text(), classes="dialog-title", id="bisect-title")
             yield Static(Text("Replaying the request under every policy version, from the "
                               "first to the recorded one…", style="dim"), id="bisect-body")
             yield Static(Text("esc: close", style="dim"), id="bisect-hint")
@@ -142,7 +151,10 @@ class BisectScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="bisect")
     def run_bisect(self) -> None:
         try:
-            result = self.app.answers().bisect(  # type: ignore[attr-defined]
+            answers = self.app.answers()  # type: ignore[attr-defined]
+            if self.affixes == NO_AFFIXES:  # (one aggregate, remembered: before the replays)
+                self.post_message(IdsKnown(store_id_affixes(answers)))
+            result = answers.bisect(
                 self.assembly_id, self.record_id, good=self.good, record_kind=self.record_kind)
         except BisectNeedsStart as err:
             self.post_message(BisectFailed(str(err), err.family))
@@ -151,6 +163,10 @@ class BisectScreen(ModalScreen[None]):
             self.post_message(BisectFailed(str(err)))
             return
         self.post_message(BisectDone(result))
+
+    def on_ids_known(self, message: IdsKnown) -> None:
+        self.affixes = message.affixes
+        self.query_one("#bisect-title", Static).update(self.title_text())
 
     def on_bisect_done(self, message: BisectDone) -> None:
         self.result, self.error = message.result, None
@@ -174,8 +190,10 @@ class BisectScreen(ModalScreen[None]):
                     before=self.query_one("#bisect-hint"))
             self.query_one("#bisect-good", Input).focus()
             return
+        # the ids it names as the title names them (IdsKnown came first)
         self.query_one("#bisect-body", Static).update(
-            Text(f"Cannot bisect: {safe_text(message.error)}", style="bold red"))
+            Text(f"Cannot bisect: {safe_text(short_text(message.error, self.affixes))}",
+                 style="bold red"))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

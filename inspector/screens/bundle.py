@@ -4,7 +4,9 @@ optionally, a policy version to replay the request under in the report.
 
 The bundle is masked unless this session's reveal is on, as everything the app shows. A
 worker writes it and posts ``BundleWritten`` or ``BundleFailed``; the dialog only formats
-the answer. Ids and paths are data: shown as ``Text``, never as markup.
+the answer. Ids and paths are data: shown as ``Text``, never as markup. The title names the
+request as the request list does (``readmodel.ids``, the affixes read by a worker at
+mount); the default folder keeps the whole id, a name unique across sessions.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from textual.widgets import Input, Static
 
 from ingest.errors import ContextlensError
 from readmodel.bundle import BundleResult, default_folder, write_bundle
+from readmodel.ids import NO_AFFIXES, short_id, store_id_affixes
 
 from ..widgets.safe import one_line, safe_text
+from .replay import IdsKnown
 
 
 class BundleWritten(Message):
@@ -72,12 +76,16 @@ class BundleScreen(ModalScreen[None]):
         self.reveal = reveal
         self.result: BundleResult | None = None
         self.error: str | None = None
+        self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (IdsKnown)
+
+    def title_text(self) -> Text:
+        title = Text("Incident bundle of ", style="bold")
+        title.append(one_line(short_id(self.assembly_id, self.affixes), 60), style="bold")
+        return title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bundle-dialog"):
-            title = Text("Incident bundle of ", style="bold")
-            title.append(one_line(self.assembly_id, 60), style="bold")
-            yield Static(title, classes="dialog-title")
+            yield Static(self.title_text(), classes="dialog-title", id="bundle-title")
             yield Static("Folder to write (new or empty):")
             yield Input(str(default_folder(Path.cwd(), self.assembly_id)), id="bundle-folder")
             yield Static("Replay under policy version (optional), for the report's diff:")
@@ -88,6 +96,21 @@ class BundleScreen(ModalScreen[None]):
                               "left out (v reveals, for this session).", style="dim"))
             yield Static(what, id="bundle-privacy")
             yield Static(Text("enter: write · esc: close", style="dim"), id="bundle-status")
+
+    def on_mount(self) -> None:
+        self.load_affixes()
+
+    @work(thread=True, exclusive=True, group="bundle-ids")
+    def load_affixes(self) -> None:
+        try:
+            affixes = store_id_affixes(self.app.answers())  # type: ignore[attr-defined]
+        except ContextlensError:
+            return  # the id stays whole; writing says what is wrong with the store
+        self.post_message(IdsKnown(affixes))
+
+    def on_ids_known(self, message: IdsKnown) -> None:
+        self.affixes = message.affixes
+        self.query_one("#bundle-title", Static).update(self.title_text())
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -96,6 +96,8 @@ class ComparePicker(PolicyPicker):
     ComparePicker .side-title { text-style: bold; color: $text-muted; }
     ComparePicker .compare-side:focus-within .side-title { color: $accent; }
     ComparePicker #compare-choice { margin-top: 1; }
+    /* nothing to compare: side B says why, side A has nothing to offer either */
+    ComparePicker.-empty #side-a-column { display: none; }
     """
 
     VERB = "compares"
@@ -117,9 +119,38 @@ class ComparePicker(PolicyPicker):
         from readmodel.applicable import policy_choices, store_policies
 
         found = store_policies(answers, self.filter_text.strip() or None)
+        if not found.families:
+            # nothing to offer: say why rather than show an empty side B
+            self.post_message(NothingToCompare(self.nothing_to_compare(found.not_modelled)))
         if len(found.families) > 1:
             self.post_message(ScopeLoaded(found.families))
         return policy_choices(answers, found)
+
+    def nothing_to_compare(self, not_modelled: int) -> str:
+        """Why no version is offered, in one line: no request is selected, or none that a
+        policy version replays (recorded by a runtime whose rule is not modelled)."""
+        from readmodel.applicable import NOT_MODELLED
+
+        if not_modelled:
+            return ("no policy version replays the "
+                    + ("requests the filter selects" if self.filter_text.strip() else
+                       "store's requests")
+                    + f" (recorded under {NOT_MODELLED}): nothing to compare")
+        if self.filter_text.strip():
+            return "no request matches the filter: nothing to compare"
+        return "no request in this store: nothing to compare"
+
+    def on_nothing_to_compare(self, message: "NothingToCompare") -> None:
+        # before PoliciesLoaded (posted after it by the same worker): the lists stay empty,
+        # enter chooses nothing, and the keys typed meanwhile are not kept for a list to come
+        self.add_class("-empty")
+        self._early = []
+        versions = self.query_one("#policy-versions", OptionList)
+        versions.clear_options()
+        versions.add_option(Option(Text(message.reason, style="bold"), disabled=True))
+        self.query_one("#replay-hint", Static).update(
+            "esc: cancel" + (" (then / changes the list's filter)" if self.filter_text.strip()
+                             else ""))
 
     def on_scope_loaded(self, message: "ScopeLoaded") -> None:
         # a store of several families: say which requests each side's family covers
@@ -163,6 +194,8 @@ class ComparePicker(PolicyPicker):
 
     def on_policies_loaded(self, message: Any) -> None:
         message.prevent_default()  # the replay picker's handler (one side A list) is not run
+        if self.has_class("-empty"):
+            return  # said once, in side B (on_nothing_to_compare)
         self.policies = message.policies
         names = [p.version for p in self.policies]
         versions = self.query_one("#policy-versions", OptionList)
@@ -202,7 +235,8 @@ class ComparePicker(PolicyPicker):
     def on_key(self, event: Any) -> None:
         """Before the versions are loaded, keep the keys that choose in a list or run."""
         focused = self.focused
-        if (not self.policies and not self.has_class("-failed") and isinstance(focused, OptionList)
+        if (not self.policies and not self.has_class("-failed") and not self.has_class("-empty")
+                and isinstance(focused, OptionList)
                 and event.key in self.EARLY_KEYS):
             event.stop()
             event.prevent_default()  # nor the replay picker's on_key
@@ -268,6 +302,14 @@ class ComparePicker(PolicyPicker):
 
     def action_focus_against(self) -> None:
         self.query_one("#side-a", VersionList).focus()
+
+
+class NothingToCompare(Message):
+    """No version applies to the filtered requests (``reason``: why, in one line)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
 
 
 class ScopeLoaded(Message):

@@ -7,6 +7,9 @@ runtime policy (``claude-code``, ``swe-agent``…) gets that family, with its ke
 its variants and a line to type a version with changed keys
 (``swe-agent:last_n_observations.n=3``). The recorded version is marked and highlighted first. "Against" is the A side of the diff: the recorded assembly, or a
 replay under another version. The picker only chooses; the diff screen replays.
+
+The request is named as the request list names it (``readmodel.ids``): the store's id
+affixes are read by the worker that loads the versions, and the title is shortened then.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from textual.widgets.option_list import Option
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, PolicyInfo
+from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
 
 from ..widgets.safe import one_line, safe_text
 
@@ -96,6 +100,14 @@ class PoliciesLoaded(Message):
         self.policies = policies
 
 
+class IdsKnown(Message):
+    """The store's id affixes (``readmodel.ids.store_id_affixes``): ids shown short."""
+
+    def __init__(self, affixes: tuple[str, str]) -> None:
+        super().__init__()
+        self.affixes = affixes
+
+
 class PoliciesFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
@@ -118,15 +130,20 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         self.assembly_id = assembly_id
         self.recorded_version = recorded_version
         self.policies: list[PolicyInfo] = []
+        self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (IdsKnown)
+
+    def title_text(self) -> Text:
+        """``Replay r5  (recorded under …)``: the request's id as the list shows it."""
+        title = Text()
+        title.append("Replay ", style="bold")
+        title.append(safe_text(short_id(self.assembly_id, self.affixes)), style="bold")
+        if self.recorded_version:
+            title.append(f"  (recorded under {safe_text(self.recorded_version)})", style="dim")
+        return title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="replay-dialog"):
-            title = Text()
-            title.append("Replay ", style="bold")
-            title.append(safe_text(self.assembly_id), style="bold")
-            if self.recorded_version:
-                title.append(f"  (recorded under {safe_text(self.recorded_version)})", style="dim")
-            yield Static(title, classes="dialog-title")
+            yield Static(self.title_text(), classes="dialog-title", id="replay-title")
             # side A above the versions: its list opens downward over them, inside the
             # dialog, and never over the footer of a short terminal
             with Horizontal(id="against-row"):
@@ -168,11 +185,18 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
     def load_policies(self) -> None:
         try:
             answers = self.app.answers()  # type: ignore[attr-defined]
+            if self.assembly_id:  # (compare's picker names no request)
+                self.post_message(IdsKnown(store_id_affixes(answers)))
             policies = self.applicable(answers)
         except ContextlensError as err:
             self.post_message(PoliciesFailed(str(err)))
             return
         self.post_message(PoliciesLoaded(policies))
+
+    def on_ids_known(self, message: IdsKnown) -> None:
+        self.affixes = message.affixes
+        for title in self.query("#replay-title").results(Static):
+            title.update(self.title_text())
 
     def on_policies_loaded(self, message: PoliciesLoaded) -> None:
         self.policies = message.policies
@@ -208,7 +232,10 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         versions = self.query_one("#policy-versions", OptionList)
         versions.clear_options()
         versions.add_option(
-            Option(Text(f"Cannot load the policies: {safe_text(message.error)}", style="bold red"),
+            # the ids it names as the title names them (IdsKnown came first)
+            Option(Text(f"Cannot load the policies: "
+                        f"{safe_text(short_text(message.error, self.affixes))}",
+                        style="bold red"),
                    disabled=True)
         )
         self.add_class("-failed")

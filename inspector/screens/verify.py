@@ -2,7 +2,9 @@
 with the recorded rows, and list the drifted and inconsistent ones with their verdict.
 
 The replays run in a thread worker; its progress callback hands ``(done, total)`` to the
-screen through ``App.call_from_thread``, so the bar moves while the screen stays live.
+screen through ``App.call_from_thread``, so the bar moves while the screen stays live, and
+the line under it says how many requests are done, at what rate and how long is left
+(``readmodel.progress``, as compare says it).
 Enter on a listed request opens its diff (the recorded rows against the replay).
 
 Pipeline: ``VerifyProgressed`` (from the callback) -> ``VerifyFinished`` or ``VerifyFailed``.
@@ -29,6 +31,8 @@ from ingest.errors import ContextlensError
 from ..widgets.arrow_table import arrow_table
 from ..widgets.safe import one_line, safe_text
 from readmodel import RECORDED, AssemblyVerdict, VerifyResult
+from readmodel.ids import NO_AFFIXES, short_id, store_id_affixes
+from readmodel.progress import ProgressClock
 
 
 PROGRESS_STEPS = 200  # at most this many progress updates per run
@@ -39,9 +43,10 @@ class VerifyCancelled(Exception):
 
 
 class VerifyFinished(Message):
-    def __init__(self, result: VerifyResult) -> None:
+    def __init__(self, result: VerifyResult, affixes: tuple[str, str] = NO_AFFIXES) -> None:
         super().__init__()
         self.result = result
+        self.affixes = affixes  # the store's id affixes: ids listed as the request list shows them
 
 
 class VerifyFailed(Message):
@@ -53,9 +58,11 @@ class VerifyFailed(Message):
 LISTED = ("drifted", "inconsistent")  # the verdicts the table lists (the others are counted)
 
 
-def record_summary(item: AssemblyVerdict, most: int = 3) -> str:
+def record_summary(item: AssemblyVerdict, most: int = 3,
+                   affixes: tuple[str, str] = NO_AFFIXES) -> str:
     """The first differing records and their fields, e.g. ``mem-005 decision, position``."""
-    parts = [f"{r.record_id} {', '.join(f.field for f in r.fields)}" for r in item.records[:most]]
+    parts = [f"{short_id(r.record_id, affixes, prefix_only=True)} "
+             f"{', '.join(f.field for f in r.fields)}" for r in item.records[:most]]
     if len(item.records) > most:
         parts.append(f"+{len(item.records) - most} more")
     if item.problems and not parts:
@@ -63,20 +70,22 @@ def record_summary(item: AssemblyVerdict, most: int = 3) -> str:
     return " · ".join(parts) or "-"
 
 
-def listed_rows(listed: list[AssemblyVerdict]) -> pa.Table:
-    """One row per drifted or inconsistent assembly (bounded by those found)."""
+def listed_rows(listed: list[AssemblyVerdict], affixes: tuple[str, str] = NO_AFFIXES
+                ) -> pa.Table:
+    """One row per drifted or inconsistent assembly (bounded by those found), its id as the
+    request list shows it (``readmodel.ids``)."""
     rows: dict[str, list[Any]] = {name: [] for name in (
         "assembly", "verdict", "policy", "recorded by", "records differ", "first differences"
     )}
     for item in listed:
-        rows["assembly"].append(item.assembly_id)
+        rows["assembly"].append(short_id(item.assembly_id, affixes))
         rows["verdict"].append(item.verdict)
         rows["policy"].append(item.policy_version)
         rows["recorded by"].append(item.assembler_version)
         moved = item.position_only
         rows["records differ"].append(
             f"{len(item.records) - moved}" + (f" (+{moved} shifted)" if moved else ""))
-        rows["first differences"].append(record_summary(item))
+        rows["first differences"].append(record_summary(item, affixes=affixes))
     return pa.table({name: pa.array(values, pa.string()) for name, values in rows.items()})
 
 
@@ -99,6 +108,9 @@ class VerifyScreen(Screen[None]):
         self.result: VerifyResult | None = None
         self.listed: list[AssemblyVerdict] = []
         self.running = False
+        self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (VerifyFinished)
+        self._clock = ProgressClock()  # the run's start: rate and time left
+        self._run = 0  # which run is on screen (R starts another)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -123,6 +135,8 @@ class VerifyScreen(Screen[None]):
         self.query_one("#verify-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#verify-summary", Static).update("Replaying…")
         self.query_one("#verify-holder").remove_children()
+        self._run += 1  # a late report of an earlier run is not this run's
+        self._clock = ProgressClock()
         self.query_one("#verify-status", Static).update("esc: back (verify stops)")
         self.run_verify()
 
@@ -133,36 +147,41 @@ class VerifyScreen(Screen[None]):
         worker = get_current_worker()
         answers = self.app.answers()  # type: ignore[attr-defined]
         last = [-1]
+        run = self._run
 
         def progress(done: int, total: int) -> None:
             if worker.is_cancelled:
                 raise VerifyCancelled
             step = max(total // PROGRESS_STEPS, 1)
-            if done == total or done - last[0] >= step:
+            # the first report at once (the count to do), then at most PROGRESS_STEPS
+            if last[0] < 0 or done == total or done - last[0] >= step:
                 last[0] = done
-                self.app.call_from_thread(self._progressed, done, total)
+                self.app.call_from_thread(self._progressed, done, total, run)
 
         try:
             result = answers.verify(self.flt, progress=progress, workers=None)  # a process per CPU
+            affixes = store_id_affixes(answers)
         except VerifyCancelled:
             return
         except ContextlensError as err:
             self.post_message(VerifyFailed(str(err)))
             return
         if not worker.is_cancelled:
-            self.post_message(VerifyFinished(result))
+            self.post_message(VerifyFinished(result, affixes))
 
-    def _progressed(self, done: int, total: int) -> None:
-        if not self.is_attached:
-            return  # the user left while the last replays ran
-        self.query_one("#verify-progress", ProgressBar).update(total=total, progress=done)
-        self.query_one("#verify-summary", Static).update(f"Replaying… {done:,} of {total:,} assemblies")
+    def _progressed(self, done: int, total: int, run: int) -> None:
+        if not self.is_attached or not self.running or run != self._run:
+            return  # the user left while the last replays ran, or this run is over
+        self.query_one("#verify-progress", ProgressBar).update(total=max(total, 1), progress=done)
+        self.query_one("#verify-summary", Static).update(
+            "Replaying… " + self._clock.report(done, total).text("requests"))
 
     # ------------------------------------------------------------------ results
 
     async def on_verify_finished(self, message: VerifyFinished) -> None:
         self.running = False
         result = self.result = message.result
+        self.affixes = message.affixes
         self.checked, self.faithful = result.checked, result.faithful
         self.listed = [item for item in result.results if item.verdict in LISTED]
         self.set_class(False, "-running")
@@ -188,7 +207,8 @@ class VerifyScreen(Screen[None]):
         holder = self.query_one("#verify-holder")
         await holder.remove_children()
         if self.listed:
-            table = arrow_table(listed_rows(self.listed), id="verify-table", max_column_content_width=70)
+            table = arrow_table(listed_rows(self.listed, self.affixes), id="verify-table",
+                                max_column_content_width=70)
             await holder.mount(table)
             table.focus()
             self.query_one("#verify-status", Static).update(
@@ -217,7 +237,8 @@ class VerifyScreen(Screen[None]):
         version = item.policy_version
         if not item.replayable:
             self.query_one("#verify-status", Static).update(
-                f"{safe_text(item.assembly_id)}: no policy {safe_text(version)} to replay it, "
+                f"{safe_text(short_id(item.assembly_id, self.affixes))}: no policy "
+                f"{safe_text(version)} to replay it, "
                 "so no diff · R: verify again · esc: back"
             )
             return

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from support.swe_trajectory import request_r5
 from support.pilot import diff_rows, first_assembly, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
@@ -19,25 +20,6 @@ from inspector.screens.diff import DiffScreen
 from readmodel.ids import id_affixes, short_id, short_ids, short_text
 
 
-@pytest.fixture(scope="module")
-def swe_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from support import swe_trajectory
-
-    from ingest.adapters import adapt
-    from ingest.store import ingest
-
-    root = tmp_path_factory.mktemp("swe-ids")
-    res = adapt(swe_trajectory.write(root / "run.traj"), root / "export")
-    db = root / "store.duckdb"
-    ingest(res.export_dir, db)
-    return db
-
-
-def _last(db: Path) -> tuple[str, str]:
-    """The trajectory's last request and the session prefix of its ids."""
-    first = first_assembly(db, "")
-    prefix = first.split(":", 1)[0] + ":"
-    return first.replace(":r0:", ":r5:"), prefix
 
 
 def test_one_rule_for_every_id() -> None:
@@ -62,7 +44,7 @@ def test_ids_sorted_for_display_go_in_natural_order() -> None:
 
 @run_async
 async def test_the_assembly_screen_shows_ids_as_the_list_does(swe_db: Path) -> None:
-    last, prefix = _last(swe_db)
+    last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
@@ -88,7 +70,7 @@ async def test_the_assembly_screen_shows_ids_as_the_list_does(swe_db: Path) -> N
 
 @run_async
 async def test_the_diff_and_the_conversation_show_ids_as_the_list_does(swe_db: Path) -> None:
-    last, prefix = _last(swe_db)
+    last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)

@@ -135,5 +135,11 @@ async def test_the_palette_offers_a_trajectory_its_runtime_not_v1_to_v6(tmp_path
         assert not [o for o in offered if any(f" {v}" in o for v in SAMPLE_VERSIONS)], offered
         await pilot.press("escape")
         await pilot.pause()
-        offered = await _offered(pilot, "replay", f"Replay {last} under swe-agent")
+        # the request named as the list names it (readmodel.ids)
+        from readmodel.ids import id_affixes, short_id
+
+        ids = [row[0] for row in sql(db, "SELECT assembly_id FROM context_assemblies")]
+        shown = short_id(last, id_affixes(ids))
+        assert shown != last
+        offered = await _offered(pilot, "replay", f"Replay {shown} under swe-agent")
         assert not [o for o in offered if any(f"under {v}" in o for v in SAMPLE_VERSIONS)], offered

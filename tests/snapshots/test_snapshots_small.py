@@ -20,20 +20,6 @@ from inspector.app import ContextLensApp
 SIZE = (80, 24)
 
 
-@pytest.fixture(scope="module")
-def swe_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SWE-agent trajectory's store: ids ``<session>:r3:asm``, records ``<session>:m0``."""
-    from support import swe_trajectory
-
-    from ingest.adapters import adapt
-    from ingest.store import ingest
-
-    root = tmp_path_factory.mktemp("swe")
-    res = adapt(swe_trajectory.write(root / "run.traj"), root / "export")
-    db = root / "store.duckdb"
-    ingest(res.export_dir, db)
-    return db
-
 
 def test_list(snap_compare: Any, sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)

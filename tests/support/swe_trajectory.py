@@ -72,3 +72,13 @@ def expected_elided_last_step() -> list[int]:
 def write(path: Path, trajectory: dict[str, Any] | None = None) -> Path:
     path.write_text(json.dumps(trajectory or build()), encoding="utf-8")
     return path
+
+
+def request_r5(db: Path) -> tuple[str, str]:
+    """The trajectory's request r5 in the store ``db`` (its last) and the session prefix
+    every id of the store starts with."""
+    from support.pilot import first_assembly
+
+    first = first_assembly(db, "")
+    prefix = first.split(":", 1)[0] + ":"
+    return first.replace(":r0:", ":r5:"), prefix
