@@ -33,6 +33,7 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, CompareCancelled, CompareResult, PolicyInfo
+from readmodel.ids import NO_AFFIXES, short_id, short_ids, store_id_affixes
 from readmodel.progress import ProgressClock
 
 from ..widgets.arrow_table import arrow_table
@@ -321,9 +322,10 @@ class ScopeLoaded(Message):
 
 
 class CompareFinished(Message):
-    def __init__(self, result: CompareResult) -> None:
+    def __init__(self, result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) -> None:
         super().__init__()
         self.result = result
+        self.affixes = affixes  # what every request id of the store shares (readmodel.ids)
 
 
 class CompareFailed(Message):
@@ -332,14 +334,14 @@ class CompareFailed(Message):
         self.error = error
 
 
-def safety_text(result: CompareResult) -> Text:
+def safety_text(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) -> Text:
     """The safety block: each group's findings, their requests and records."""
     text = Text()
     groups = [(key, title, style, result.safety.get(key) or ())
               for key, title, style in SAFETY_TITLES]
     if not any(items for *_, items in groups):
         text.append("safety: none", style="bold green")
-        return _over_window(text, result)
+        return _over_window(text, result, affixes)
     text.append("safety", style="bold")
     for key, title, style, items in groups:
         if not items:
@@ -349,19 +351,22 @@ def safety_text(result: CompareResult) -> Text:
         for g in items:
             text.append(f"\n  {safe_text(g['finding'])}", style="bold")
             text.append(f": {g['findings']} in {g['requests']} requests, e.g. "
-                        f"{', '.join(one_line(r, 40) for r in g['example_requests'])}")
-            records = ", ".join(f"{safe_text(r['record_id'])} ({r['requests']})"
+                        f"{', '.join(one_line(short_id(r, affixes), 40) for r in g['example_requests'])}")
+            records = ", ".join(f"{safe_text(short_id(r['record_id'], affixes, prefix_only=True))} "
+                                f"({r['requests']})"
                                 for r in g["records"])
             text.append(f"\n    {one_line(records, 300)}", style="dim")
-    return _over_window(text, result)
+    return _over_window(text, result, affixes)
 
 
-def _over_window(text: Text, result: CompareResult) -> Text:
+def _over_window(text: Text, result: CompareResult,
+                 affixes: tuple[str, str] = NO_AFFIXES) -> Text:
     """After safety, the requests B sends past the model's context window (they would have
     failed), with a few of them."""
     over = result.over_context_window or {}
     if over.get("requests"):
-        examples = ", ".join(f"{one_line(e['assembly_id'], 40)} ({e['tokens_b']:,} > {e['context_limit']:,})"
+        examples = ", ".join(f"{one_line(short_id(e['assembly_id'], affixes), 40)} "
+                             f"({e['tokens_b']:,} > {e['context_limit']:,})"
                              for e in over.get("examples") or ())
         n = over["requests"]
         text.append(f"\nover_context_window: {n:,} request{'s' if n != 1 else ''} past the model's context "
@@ -398,10 +403,14 @@ def aggregates_text(result: CompareResult) -> Text:
     return text
 
 
-def most_changed_table(result: CompareResult) -> pa.Table:
-    return pa.table({label: pa.array([row[key] for row in result.most_changed],
-                                     pa.string() if key == "assembly_id" else pa.int64())
-                     for label, key in MOST_CHANGED_COLUMNS})
+def most_changed_table(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) -> pa.Table:
+    """The most-changed requests, each id shown as the request list shows it."""
+    columns = {label: pa.array([row[key] for row in result.most_changed],
+                               pa.string() if key == "assembly_id" else pa.int64())
+               for label, key in MOST_CHANGED_COLUMNS}
+    label = next(label for label, key in MOST_CHANGED_COLUMNS if key == "assembly_id")
+    columns[label] = short_ids(columns[label], *affixes)
+    return pa.table(columns)
 
 
 def bin_label(lo: int, hi: int) -> str:
@@ -552,7 +561,8 @@ class CompareScreen(Screen[None]):
             self.post_message(CompareFailed(str(err)))
             return
         if not worker.is_cancelled:
-            self.post_message(CompareFinished(result))
+            # the ids shortened as the list shortens them: the store is the same on Ray
+            self.post_message(CompareFinished(result, store_id_affixes(self.app.answers())))  # type: ignore[attr-defined]
 
     def _progressed(self, done: int, total: int, run: int) -> None:
         if not self.is_attached or not self.running or run != self._run:
@@ -575,14 +585,14 @@ class CompareScreen(Screen[None]):
         self.set_class(bool(result.safety["regressions"]), "-regressed")
         bar = self.query_one("#compare-progress", ProgressBar)
         bar.update(total=max(result.requests, 1), progress=max(result.requests, 1))
-        self.query_one("#compare-safety", Static).update(safety_text(result))
+        self.query_one("#compare-safety", Static).update(safety_text(result, message.affixes))
         self.query_one("#compare-aggregates", Static).update(aggregates_text(result))
         self.query_one("#compare-histogram", Static).update(
             histogram_text(result.tokens["per_request"]["histogram"]))
         holder = self.query_one("#compare-holder")
         await holder.remove_children()
         if result.most_changed:
-            table = arrow_table(most_changed_table(result), id="compare-table",
+            table = arrow_table(most_changed_table(result, message.affixes), id="compare-table",
                                 max_column_content_width=40)
             await holder.mount(table)
             table.focus()

@@ -15,6 +15,7 @@ from support.pilot import diff_rows, first_assembly, run_async, screen_text, set
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
+from inspector.screens.compare import CompareScreen
 from inspector.screens.conversation import ConversationScreen, _ordered
 from inspector.screens.diff import DiffScreen
 from readmodel.ids import id_affixes, short_id, short_ids, short_text
@@ -117,3 +118,20 @@ def test_the_diff_shows_both_sides_whole_in_a_small_terminal(
             assert "rendering_changed 4" in header and "unchanged 37" in header
 
     run()
+
+
+@run_async
+async def test_compare_names_the_most_changed_requests_as_the_list_does(swe_db: Path) -> None:
+    _, prefix = request_r5(swe_db)
+    app = ContextLensApp(db_path=swe_db)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        app.open_compare("recorded", "swe-agent:last_n_observations.n=1")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen) and screen.result is not None
+        assert screen.result.most_changed, "the what-if changes some request"
+        table = screen.query_one("#compare-table")
+        shown = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        assert shown and all(not str(i).startswith(prefix) and ":asm" not in str(i) for i in shown)
+        assert set(shown) <= {f"r{n}" for n in range(6)}
