@@ -468,9 +468,16 @@ class ContextLensApp(App[None]):
         self.push_screen(BisectScreen(assembly_id, record_kind, record_id))
 
     def open_bundle(self, assembly_id: str) -> None:
-        """Ask for a folder, then write an incident bundle of ``assembly_id`` there."""
+        """Ask for a folder, then write an incident bundle of ``assembly_id`` there; not in a
+        session served to a browser (``contextlens serve``): the page would choose where
+        files land on the server's disk, which the terminal's user did not agree to."""
         from .screens.bundle import BundleScreen
+        from .served import is_served
 
+        if is_served():
+            self.notify("Bundles are not written from the browser: run contextlens bundle "
+                        "on the serving machine", title="Bundle", severity="warning")
+            return
         self.push_screen(BundleScreen(assembly_id, reveal=self.reveal))
 
     def pick_compare(self, flt: Any = None, filter_text: str = "") -> None:

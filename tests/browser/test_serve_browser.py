@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -29,59 +26,34 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 import pytest
+# STARTUP_S: generous, two cores shared by parallel test workers and a cold Python per tab
+from support.serving import STARTUP_S, serving, token_of
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-# generous: two cores shared by parallel test workers, and a cold Python per browser tab
-STARTUP_S = 120.0
 
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 _CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _serving(db: Path, log: Path) -> Iterator[str]:
-    """``contextlens serve DB`` on a free port, as its own process; its URL once it answers
-    with the app's page."""
-    port = _free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "inspector.cli", "serve", str(db), "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    url = f"http://localhost:{port}/"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    page = resp.read().decode("utf-8")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"contextlens serve did not answer: {log.read_text()}")
-                time.sleep(0.2)
-        # the app's page: textual-serve's terminal, pointed at this server's websocket
+    """``contextlens serve DB`` on a free port, as its own process; the URL it printed (with
+    this run's token: the one way in) once it answers with the app's page."""
+    with serving(db, log) as url:
+        port = urlsplit(url).port
+        assert url == f"http://localhost:{port}/?token={token_of(url)}"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            page = resp.read().decode("utf-8")
+        # the app's page: textual-serve's terminal, pointed at this server's websocket with
+        # the token in its path
         assert 'class="textual-terminal"' in page
-        assert f"ws://localhost:{port}/ws" in page
+        assert f'data-session-websocket-url="ws://localhost:{port}/ws/{token_of(url)}"' in page
         assert f"<div>contextlens {db.name}</div>" in page  # the path the user named
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +194,63 @@ def test_the_request_list_renders_in_chromium_and_enter_opens_an_assembly(
             aid = screen.wait_for(opened, "an assembly screen", since=mark)
             assert aid in shown  # the request highlighted in the list
             assert page.screenshot() != before
+
+
+@contextmanager
+def _another_site() -> Iterator[str]:
+    """A page of another site on this machine (any local server on another port: another
+    origin), served from a thread; its URL. A real server, not a fulfilled route: Chromium
+    keeps a page whose address it does not know from reaching loopback at all, which would
+    hide what this server does."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = b"<html><body>another site</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            """Quiet."""
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+        thread.join()
+
+
+def test_without_its_token_the_page_is_refused_and_another_sites_page_cannot_connect(
+        served: str, tmp_path: Path) -> None:
+    """Issue 27: any web page open in the user's browser could drive the served app over
+    its websocket. The URL without its token is refused (403, no websocket opened); a page
+    of another site that even knows the token cannot open the app's websocket: its Origin
+    is refused."""
+    with _browser(tmp_path) as (context, _guard), _another_site() as elsewhere:
+        page = context.new_page()
+        sockets: list[str] = []
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+        response = page.goto(served.split("?", 1)[0])
+        assert response is not None and response.status == 403
+        assert sockets == []
+
+        other = context.new_page()
+        other.goto(elsewhere)
+        port = urlsplit(served).port
+        outcome = other.evaluate("""(url) => new Promise(done => {
+            const ws = new WebSocket(url);
+            ws.onopen = () => { ws.close(); done("opened"); };
+            ws.onclose = () => done("refused");
+        })""", f"ws://localhost:{port}/ws?token={token_of(served)}&width=80&height=24")
+        assert outcome == "refused"
 
 
 # the scale sample: its list loads for seconds (rows, then each page's lint), long enough

@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlsplit
 
-# generous: a cold Python for the tab's app on two shared cores (a bound, not a measure)
-STARTUP_S = 120.0
+from support.serving import STARTUP_S, serving, token_of
+
 _CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
@@ -51,41 +52,17 @@ def test_each_tab_runs_an_isolated_interpreter_whatever_the_working_folder(
         'raise RuntimeError("click.py from the working folder was imported")\n')
     (tmp_path / "inspector").mkdir()  # nor a package of the app's name
     (tmp_path / "inspector" / "__init__.py").write_text('raise RuntimeError("shadowed")\n')
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     log = tmp_path / "serve.log"
     # -P: serve itself does not look in the working folder (only what it runs is tested)
-    server = subprocess.Popen(
-        [sys.executable, "-P", "-m", "inspector.cli", "serve", str(sample_db), "--port",
-         str(port), "--host", "127.0.0.1"],
-        cwd=tmp_path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    try:
-        _wait_until_listening(server, port)
+    with serving(sample_db, log, "--host", "127.0.0.1", cwd=tmp_path,
+                 python=(sys.executable, "-P")) as url:
         # textual-serve writes a tab app's start-up failure (its stderr) to its own output
-        shown = asyncio.run(_tab_screen(f"ws://127.0.0.1:{port}/ws?width=120&height=30",
-                                        lambda text: "asm-0" in text,
-                                        lambda: "Traceback" in log.read_text()))
+        port = urlsplit(url).port
+        shown = asyncio.run(_tab_screen(
+            f"ws://127.0.0.1:{port}/ws?token={token_of(url)}&width=120&height=30",
+            lambda text: "asm-0" in text, lambda: "Traceback" in log.read_text()))
         assert "asm-0" in shown, log.read_text()[-3000:]
         assert "RuntimeError" not in log.read_text()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-
-
-def _wait_until_listening(server: subprocess.Popen[bytes], port: int) -> None:
-    import time
-    import urllib.request
-
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
-                return
-        except OSError:
-            assert server.poll() is None, "contextlens serve exited"
-            assert time.monotonic() < deadline, "contextlens serve never listened"
-            time.sleep(0.2)
 
 
 async def _tab_screen(url: str, done: Callable[[str], bool],
