@@ -6,7 +6,8 @@ Detection is done by the plugins of ``detect-secrets`` (Yelp's maintained detect
 keyword regexes for ``key: value`` / ``key = value`` forms in JSON, YAML and config syntax,
 its token detectors (AWS, GitHub, GitLab, Slack, Stripe, JWT, OpenAI, Twilio, SendGrid, ...),
 its private-key detector and its Shannon-entropy measure. Our own patterns cover only what
-it lacks (listed in ``_OWN_PATTERNS`` and ``_EXTRA_KEYWORDS``).
+it lacks (listed in ``_OWN_PATTERNS``, ``_EXTRA_KEYWORDS`` and ``_PLACED``: secrets a
+command line or a URL places without a key name, ``curl -u user:pw``, ``redis://:pw@``).
 
 We call the plugins' compiled regexes and functions directly rather than
 ``detect_secrets.core.scan.scan_line``: ``scan_line`` rebuilds global settings and filter
@@ -44,6 +45,9 @@ __all__ = [
 # The marker starts with "[" so that no keyword rule (whose value must start with a word
 # character) matches it again: masking is idempotent.
 MASK_PREFIX = "[masked secret"
+# Its first word: a value that holds it ran into a marker of an earlier pass (a one-word value
+# ends at the marker's first space), and is never masked again.
+_MARKER_START = "[masked"
 
 # Entropy: detect-secrets' Shannon measure with its base64 limit of 4.5 bits per character,
 # applied without quotes (transcripts are prose, not source code), so a run must also be
@@ -60,6 +64,10 @@ ENTROPY_SAMPLE = 1024
 # An unbroken run this long is judged by entropy alone (masked whole when random) and taken
 # out of the text the other detectors scan (a 10 MB base64 blob must not cost seconds).
 LONG_RUN = 2048
+# A masked text up to this long is scanned again (at most RESCAN_ROUNDS times) until a pass
+# finds nothing more (see _mask_uncached).
+RESCAN_LIMIT = 65_536
+RESCAN_ROUNDS = 3
 # A keyword rule sees this many characters before and after each trigger word.
 KEYWORD_BEFORE = 600
 KEYWORD_AFTER = 1200
@@ -133,10 +141,20 @@ _EXTRA_KEYWORDS = (
 _NOT_VALUES = frozenset(
     {"null", "none", "true", "false", "undefined", "required", "optional", "bearer", "basic"}
 )
-# A value that is a name holding one of these words is a reference (``csrf_token: csrfToken``,
-# ``secrets: LETTA_API_KEY``), not the secret.
-_REFERENCE_WORDS = re.compile(r"key|token|secret|pass|pwd|credential|auth", re.I)
+# A value that is a name with one of these words as a part of it is a reference
+# (``csrf_token: csrfToken``, ``secrets: LETTA_API_KEY``), not the secret. A word merely
+# inside the value is not enough: ``monkey123``, ``Secret123`` and ``keystone42`` are
+# passwords.
+_REFERENCE_PART = re.compile(
+    r"(?:api)?keys?|tokens?|secrets?|pass(?:word|wd)?s?|pwd|pw|credentials?|auth\w*", re.I
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(?:\(\))?")
+# the parts of a name: split at ``_`` and ``.`` and where a lower-case letter meets a capital
+_NAME_SPLIT = re.compile(r"[._]+|(?<=[a-z])(?=[A-Z])")
+# An unquoted value that starts as a call or a lookup is a reference to the secret, not the
+# secret: ``os.environ["PW"]``, ``get_password(user)``, ``request.headers['apikey']``.
+_CALL_OR_LOOKUP = re.compile(r"[\w.-]+[\[(]")
+_QUOTES = frozenset("'\"`")
 
 # Our own patterns, for formats detect-secrets lacks or matches too narrowly.
 _OWN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -182,6 +200,56 @@ _OWN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github token", re.compile(r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}")),
     ("slack token", re.compile(r"xox[abeoprs]-(?<![A-Za-z0-9_]xox[abeoprs]-)[A-Za-z0-9-]{10,}")),
     ("huggingface token", re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}")))
+
+
+# Secrets placed by a command line or a URL, where no key name says so: (kind, literals of
+# which a text must hold one, pattern; the value is the last group that matched). A value
+# that is a variable (``$PW``, ``${PW}``) or a short number (``-u 1000:1000``) is not masked.
+_VALUE = r"(?:(\\?[\'\"])([^\'\"\n]{1,%d}?)\1|([^\s\'\"\\]{1,%d}))" % (
+    MAX_KEYWORD_VALUE,
+    MAX_KEYWORD_VALUE,
+)
+_PLACED: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    # a URL's password with no user name: ``redis://:pw@host``
+    ("url password", ("://:",), re.compile(r"://:([^\s@/\\\'\"]{1,%d})@" % MAX_KEYWORD_VALUE)),
+    # a token as a URL's user name: ``https://<token>@github.com`` (which of these is a token
+    # and which a user name, ``ssh://git@host``, is decided by ``_token_like``)
+    (
+        "url token",
+        ("://",),
+        re.compile(r"://(?<=\w://)(?=[^\s@/:]{8,200}@)([A-Za-z0-9._~+=-]+)@"),
+    ),
+    # ``curl -u user:password``, ``--user user:password`` (not ``-u admin``, ``-u 1000:1000``)
+    (
+        "command password",
+        ("-u",),
+        re.compile(
+            r"-(?:-user[ \t=]|u)(?<![\w-]--user[ \t=])(?<![\w-]-u)[ \t]*\\?[\'\"]?"
+            r"[^\s:\'\"\\]{1,200}:(?!//)([^\s\'\"\\]{1,%d})" % MAX_KEYWORD_VALUE
+        ),
+    ),
+    # ``mysql -pPASSWORD`` (glued; ``-p`` alone prompts for it), mysqldump, mariadb, ...
+    # (each pattern starts with a literal, then checks the word boundary: a fast scan; the
+    # words between the command and its flag hold no ``[``, so that a marker of an earlier
+    # pass never joins a command to a later ``-p``: masking stays idempotent)
+    *(
+        (
+            "command password",
+            (client,),
+            re.compile(
+                rf"{client}(?<![\w.-]{client})[\w-]{{0,12}}(?![\w.])[^\n|;&[]{{0,400}}?[ \t]-p"
+                + _VALUE
+            ),
+        )
+        for client in ("mysql", "mariadb")
+    ),
+    # ``sshpass -p PASSWORD`` (not ``-e``, ``-f FILE``)
+    (
+        "command password",
+        ("sshpass",),
+        re.compile(r"sshpass(?<![\w.-]sshpass)[^\n|;&[]{0,200}?[ \t]-p[ \t]*" + _VALUE),
+    ),
+)
 
 
 @lru_cache(maxsize=1)
@@ -283,6 +351,9 @@ def _line_safe(pattern: str) -> str:
     """A detect-secrets keyword pattern whose value stays on its line and is bounded."""
     _kw = _lib().kw
     bounded = r"(?=\w)[^\n\'\"]{0,%d}[^\n,\'\"`]" % MAX_KEYWORD_VALUE
+    # a space may stand before the colon too (``{ "password" : "x" }``, a formatter's JSON)
+    closing_colon = "(%s)?:" % _kw.CLOSING
+    pattern = pattern.replace(closing_colon, "(%s)?[ \t]*:" % _kw.CLOSING)
     return pattern.replace(_kw.SECRET, bounded).replace(_kw.OPTIONAL_WHITESPACE, r"[ \t]*")
 
 
@@ -320,6 +391,21 @@ def _keyword_rules() -> tuple[_Rule, ...]:
     bare_flag = rf"{flag}(?![-\'\"])([^\s\'\"]{{1,{MAX_KEYWORD_VALUE}}})"
     rules.append(_Rule("keyword", re.compile(quoted_flag, re.I), 2, None))
     rules.append(_Rule("keyword", re.compile(bare_flag, re.I), 1, None))
+    # an XML element named by a key: ``<password>x</password>``, ``<db:apiKey a="1">x</…>``
+    names = rf"[\w:.-]{{0,40}}?(?:{'|'.join(_kw.DENYLIST)})[\w.-]{{0,40}}|{_EXTRA_KEYWORDS}"
+    element = (
+        rf"<({names})(?:[ \t][^<>\n]{{0,200}})?>[ \t]*"
+        rf"([^<\s][^<\n]{{0,{MAX_KEYWORD_VALUE - 1}}}?)[ \t]*</\1[ \t]*>"
+    )
+    rules.append(_Rule("keyword", re.compile(element, re.I), 2, None))
+    # a URL query parameter named by a key: ``?key=…``, ``&access_token=…``, ``?apiKey=…``;
+    # a plain lower-case word is not a key (``?sort_key=name``)
+    param = r"[?&][\w.-]{0,30}?(?:key|token|secret|password|passwd|pwd|pass|auth)="
+    value = (
+        r"((?=[^&#\s\'\"<>\\]*(?-i:[0-9A-Z_.+/=%%~-]))[^&#\s\'\"<>\\]{4,%d})"
+        % MAX_KEYWORD_VALUE
+    )
+    rules.append(_Rule("url key", re.compile(param + value, re.I), 1, None))
     return tuple(rules)
 
 
@@ -352,11 +438,25 @@ def _widen(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _keyword_value_ok(value: str, line: str) -> bool:
+def _is_reference_name(value: str) -> bool:
+    """``LETTA_API_KEY``, ``csrfToken``, ``process.env.DB_PASSWORD``, ``get_secret()``, and a
+    key word alone (``password: password``): names, not values."""
+    if not _IDENTIFIER.fullmatch(value):
+        return False
+    name = value.removesuffix("()")
+    if _HAS_DIGIT.search(name) and not ("_" in name or "." in name):
+        return False  # ``Secret123``, ``mySecretPw1``: one word with digits is a password
+    return any(_REFERENCE_PART.fullmatch(part) for part in _NAME_SPLIT.split(name) if part)
+
+
+def _keyword_value_ok(value: str, quoted: bool) -> bool:
+    """Whether a keyword rule's value is a secret. The rules that make a value a reference
+    look at the value alone, never at the line around it: ``OpenAI(api_key="…")`` is a
+    call on the line, but its argument is a literal."""
     v = value.strip()
     if not v or (not _HAS_ALPHA.search(v) and len(v) < 6):
         return False  # a bare number is a count or a port, not a password
-    if MASK_PREFIX in v:
+    if _MARKER_START in v:
         # already judged: the value was not a secret as a whole, a part of it was masked
         # (``secret.<random>``: a reference with a random tail); masking again must not
         # now take the whole value (idempotence)
@@ -364,11 +464,41 @@ def _keyword_value_ok(value: str, line: str) -> bool:
     h = _lib().heuristic
     if v.lower() in _NOT_VALUES or h.is_templated_secret(v) or h.is_prefixed_with_dollar_sign(v):
         return False
-    if _IDENTIFIER.fullmatch(v) and _REFERENCE_WORDS.search(v):
+    if _is_reference_name(v):
         return False
-    if len(line) <= 1000 and h.is_indirect_reference(line):
-        return False  # ``password = get_password()``
+    if not quoted and ("(" in v or "[" in v):
+        if _CALL_OR_LOOKUP.match(v) or h.is_indirect_reference(v):
+            # ``password = get_password()``; ``password: str = Field(...)`` (an annotation)
+            return False
     return True
+
+
+def _placed_value_ok(value: str) -> bool:
+    if not value or value[0] == "$" or _MARKER_START in value:
+        return False  # a variable, or an earlier pass's marker
+    if not _HAS_ALPHA.search(value) and len(value) < 6:
+        return False  # ``-u 1000:1000`` is a user and a group
+    return not _lib().heuristic.is_templated_secret(value)
+
+
+def _token_like(value: str) -> bool:
+    """A URL's user name that is a token, not a name: letters and digits mixed, and either
+    both cases or 20 or more characters (``ghp_…``, a 40-hex token; not ``git``, ``deploy2``)."""
+    if not (_HAS_DIGIT.search(value) and _HAS_ALPHA.search(value)):
+        return False
+    return len(value) >= 20 or (value != value.lower() and value != value.upper())
+
+
+def _placed_spans(text: str, out: list[SecretSpan]) -> None:
+    for kind, literals, regex in _PLACED:
+        if not any(literal in text for literal in literals):
+            continue
+        for m in regex.finditer(text):
+            g = next((i for i in range(regex.groups, 0, -1) if m.group(i)), 0)
+            value = m.group(g)
+            if not _placed_value_ok(value) or (kind == "url token" and not _token_like(value)):
+                continue
+            out.append(SecretSpan(m.start(g), m.end(g), kind))
 
 
 @lru_cache(maxsize=1)
@@ -409,10 +539,8 @@ def _apply_rules(text: str, rules: Iterable[_Rule], out: list[SecretSpan], keywo
             if not confirmed:
                 continue  # e.g. a JWT whose parts do not decode
             if keyword:
-                line_start = text.rfind("\n", 0, start) + 1
-                line_end = text.find("\n", end)
-                line = text[line_start : line_end if line_end >= 0 else len(text)]
-                if not _keyword_value_ok(m.group(g), line):
+                quoted = start > 0 and text[start - 1] in _QUOTES
+                if not _keyword_value_ok(m.group(g), quoted):
                     continue
             else:
                 start, end = _widen(text, start, end)
@@ -591,6 +719,7 @@ def find_secrets(text: str) -> list[SecretSpan]:
         g = 1 if regex.groups else 0  # the value after a scheme word, else the match
         found.extend(SecretSpan(m.start(g), m.end(g), kind) for m in regex.finditer(scanned))
     _apply_rules(scanned, _plugin_rules()[0], found, keyword=False)
+    _placed_spans(scanned, found)
     found.extend(_keyed_spans(scanned))
     _entropy_spans(scanned, found)
     if view is None:
@@ -635,11 +764,21 @@ def _apply(text: str, spans: list[SecretSpan]) -> str:
 def _mask_uncached(text: str) -> MaskResult:
     try:
         spans = find_secrets(text)
+        if not spans:
+            return MaskResult(text, 0)
+        masked, count = _apply(text, spans), len(spans)
+        # A marker changes what the rules around it see (a key a rejected value hid, a
+        # command now next to a flag): a second pass can find more. Masked again until
+        # nothing changes, so masking is idempotent; a text longer than RESCAN_LIMIT is
+        # masked once (a second scan of a prompt of megabytes costs as much as the first).
+        for _ in range(RESCAN_ROUNDS if len(text) <= RESCAN_LIMIT else 0):
+            more = find_secrets(masked)
+            if not more:
+                break
+            masked, count = _apply(masked, more), count + len(more)
     except Exception:  # noqa: BLE001 - a detector bug must not show the text unmasked
         return MaskResult(_marker("unscannable text"), 1)
-    if not spans:
-        return MaskResult(text, 0)
-    return MaskResult(_apply(text, spans), len(spans))
+    return MaskResult(masked, count)
 
 
 @lru_cache(maxsize=4096)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ingest.secrets import MaskResult, find_secrets, mask_secrets, mask_text, mask_then_cut
 from readmodel import Masker
+from support.secrets import NEGATIVES, SHAPES
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -226,6 +227,9 @@ def test_any_text_is_masked_without_raising_and_idempotently(text: str) -> None:
                 "password: ", '"token": "', '\\"', "\\n", "Bearer ", "ghp_",
                 "-----BEGIN PRIVATE KEY-----",
                 "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsT", " ", "\n", "=", ":", '"', "secret", "eyJ", ".",
+                # issue 27's shapes (a marker changes what rules around it see: masked again)
+                "://", "@", "-u ", "mysql -p", "sshpass -p ", "<password>", "</password>",
+                "?key=", "&", "(", ")", "[", " : ", "Secret1", "$",
             ]
         ),
         max_size=40,
@@ -318,3 +322,60 @@ def test_spans_are_sorted_and_disjoint() -> None:
     spans = find_secrets(text)
     assert [s.kind for s in spans] == ["aws key", "keyword", "jwt"]
     assert [text[s.start : s.end] for s in spans] == [AWS_ID, PASSWORD, JWT]
+
+
+# Issue 27: by shape (support.secrets.SHAPES) -- the value alone is masked, what is around it
+# stays; and the same syntax without a secret (support.secrets.NEGATIVES) is left alone.
+@pytest.mark.parametrize(("line", "secret"), [(line, secret) for _, line, secret in SHAPES],
+                         ids=[name for name, _, _ in SHAPES])
+def test_each_secret_shape_is_masked_value_only(line: str, secret: str) -> None:
+    result = mask_secrets(line)
+    assert secret not in result.text and result.count == 1, result.text
+    before, after = line.split(secret)
+    assert result.text.startswith(before) and result.text.endswith(after), result.text
+    assert mask_secrets(result.text) == MaskResult(result.text, 0)
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_the_same_syntax_without_a_secret_is_not_masked(text: str) -> None:
+    assert mask_secrets(text) == MaskResult(text, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # the reference rule looks at the value, not the line: a literal argument of a call
+        ('client = OpenAI(api_key="Wx7Lm3Np9Rt2Vx5")',
+         'client = OpenAI(api_key="[masked secret (keyword)]")'),
+        ('db = connect(password=os.environ["PW"], user="app")',
+         'db = connect(password=os.environ["PW"], user="app")'),
+        # a word inside a value is not a name: these are passwords, those are references
+        ("password: supersecret", "password: [masked secret (keyword)]"),
+        ("secret: mySecretPw1", "secret: [masked secret (keyword)]"),
+        ("token: OAUTH2_TOKEN", "token: OAUTH2_TOKEN"),
+        ("api_key: YOUR_API_KEY", "api_key: YOUR_API_KEY"),
+        ("password: str = Field(default=None)", "password: str = Field(default=None)"),
+        ("token = tokens[0]", "token = tokens[0]"),
+        # the shapes in their other spellings
+        ('{\\"password\\" : \\"EscSp4ced\\"}',
+         '{\\"password\\" : \\"[masked secret (keyword)]\\"}'),
+        ('curl -u "admin:Qu0tedPw" x', 'curl -u "admin:[masked secret (command password)]" x'),
+        ("curl --user=admin:LongEq9pw x", "curl --user=admin:[masked secret (command password)] x"),
+        ("mysqldump -uroot -pDump9pw db", "mysqldump -uroot -p[masked secret (command password)] db"),
+        ("mysql -p'My Quoted 9' db", "mysql -p'[masked secret (command password)]' db"),
+        ('<secret name="x">Attr9Secret</secret>',
+         '<secret name="x">[masked secret (keyword)]</secret>'),
+        ("https://0123456789abcdef0123456789abcdef01234567@github.com/o/r",
+         "https://[masked secret (url token)]@github.com/o/r"),
+        # and their negatives: variables, a user and a group, a user name in a URL
+        ('curl -u "$USER:$PASS" x', 'curl -u "$USER:$PASS" x'),
+        ('mysql -u root -p"$MYSQL_PWD" db', 'mysql -u root -p"$MYSQL_PWD" db'),
+        ('sshpass -p "$PASS" ssh host', 'sshpass -p "$PASS" ssh host'),
+        ("git push -u origin main", "git push -u origin main"),
+        ("https://user123@example.com/x", "https://user123@example.com/x"),
+        ("https://x.com/?key=value&page=2", "https://x.com/?key=value&page=2"),
+        ("<token>{{ secrets.GH }}</token>", "<token>{{ secrets.GH }}</token>"),
+    ],
+)
+def test_shape_variants_and_their_negatives(text: str, shown: str) -> None:
+    assert mask_text(text) == shown
