@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import click
 
-from ingest.text import clip, json_safe, visible_text
+from ingest.text import clip, escape_char, json_safe, visible_text
 from ingest.timefmt import table_time
 
 from .escapes import READABLE_COLUMNS, strip_sequences
@@ -37,40 +38,62 @@ def json_default(value: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    return json_safe(json.dumps(obj, default=json_default, ensure_ascii=False, indent=2))
+    # U+2028/U+2029 end a line for many readers (and JavaScript) though json.dumps keeps
+    # them raw: escaped, so a value from a log never starts a line of the output
+    text = json.dumps(obj, default=json_default, ensure_ascii=False, indent=2)
+    return json_safe(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def emit_json(obj: Any) -> None:
     click.echo(dumps(obj))
 
 
+# What ends or splits a line and ``visible_text`` keeps (it escapes \r, \x85, \x0b, \x0c
+# and \x1c-\x1e): a value printed on a line shows these escaped, so a log can never start
+# an output line of its own (an id ``x\nverify: faithful``) nor shift a table's columns.
+_LINE_BREAKS = re.compile("[\n\t\u2028\u2029]")
+# the same, folded for reading in log text quoted on a line (a label, a why-sentence)
+_FOLD = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAKS.sub(lambda m: escape_char(m.group()), text)
+
+
 def vis(value: Any) -> str:
+    """A value from a log (an id, a tag, a name) as it is printed on a line: exact, every
+    unsafe character and every line or column break a visible escape (``\x0a``)."""
     if value is None:
         return "-"
     if isinstance(value, dt.datetime):
         return table_time(value)
     if isinstance(value, (list, tuple)):
-        return ", ".join(visible_text(str(v)) for v in value)
-    return visible_text(str(value))
+        return ", ".join(_one_line(visible_text(str(v))) for v in value)
+    return _one_line(visible_text(str(value)))
+
+
+def _folded(value: Any) -> Any:
+    """Log text on one line for reading: newlines shown as ⏎, tabs as spaces."""
+    if not isinstance(value, str):
+        return value
+    return _FOLD.sub(" ⏎ ", strip_sequences(value)).replace("\t", " ")
 
 
 def body(value: Any) -> str:
     """Log text quoted in a line (a provenance label, a lint detail, a why-sentence): its
-    terminal escape sequences removed for reading, the rest escaped as ``vis`` does
-    (``--json`` prints the exact text)."""
-    return vis(strip_sequences(value) if isinstance(value, str) else value)
+    terminal escape sequences removed for reading, on one line (newlines shown as ⏎), the
+    rest escaped as ``vis`` does (``--json`` prints the exact text)."""
+    return vis(_folded(value))
 
 
 def cell(value: Any, column: str, width: int | None) -> str:
-    """One table cell: escaped data on one line (newlines shown as ⏎), cut with … at
-    ``width``; in a column that quotes log text (a label, a detail) terminal escape
-    sequences are removed first, for reading (``--json`` prints the exact text)."""
+    """One table cell: escaped data on one line, cut with … at ``width``. In a column that
+    quotes log text (a label, a detail) terminal escape sequences are removed first and
+    newlines shown as ⏎, for reading; an id's are escaped exactly (``vis``). (``--json``
+    prints the exact text.)"""
     if isinstance(value, str) and column in READABLE_COLUMNS:
-        value = strip_sequences(value)
-    text = vis(value)
-    if "\n" in text or "\t" in text:
-        text = text.replace("\r", " ").replace("\n", " ⏎ ").replace("\t", " ")
-    return clip(text, width)
+        value = _folded(value)
+    return clip(vis(value), width)
 
 
 def _to_terminal() -> bool:

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyarrow as pa
 
 from ingest.errors import ContextlensError
+from ingest.safe_files import POLICY_CAP, read_text_capped
 from ingest.secrets import find_secrets
 
-from .masking import Masker, is_restricted
+from .masking import Masker, is_restricted, masked_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import ExportSlice
@@ -57,6 +58,17 @@ _TEXT: dict[str, tuple[str, ...]] = {
 _LISTS: dict[str, tuple[str, ...]] = {
     "context_assemblies": ("tags",),
     "tool_memories": ("provenance_locators",),
+}
+# names from logs (models, tools, skills), masked where secret-shaped as every displayed id is
+# (``masking.masked_ids``, columnar); ids that rows join on are kept, so the bundle replays
+_NAMES: dict[str, tuple[str, ...]] = {
+    "participants": ("provider", "model"),
+    "model_runs": ("provider", "model"),
+    "context_assemblies": ("provider", "model"),
+    "tool_calls": ("tool_name",),
+    "tool_artifacts": ("tool_name",),
+    "tool_memories": ("source_tool_names", "revalidation_tools"),
+    "skill_states": ("loaded_skills", "active_profiles", "direct_tools"),
 }
 # JSON text: (column, keep its length) -- a tool call's tokens are counted from the length
 # of its arguments (``replay.assembler.call_tokens``)
@@ -185,6 +197,13 @@ def mask_slice(tables: dict[str, pa.Table], masker: Masker) -> dict[str, pa.Tabl
             values = [None if v is None else [masker.text(x) for x in v]
                       for v in table[col].to_pylist()]
             table = _set(table, col, values)
+        for col in _NAMES.get(name, ()):
+            if col in table.column_names:
+                i = table.schema.get_field_index(col)
+                shown = masked_ids(table[col], masker)
+                if shown is not table[col]:
+                    table = table.set_column(i, table.schema.field(i),
+                                             shown.cast(table.schema.field(i).type))
         for col, keep_length in _JSON.get(name, ()):
             values = [_json_masked(v, p, masker, keep_length)
                       for v, p in zip(table[col].to_pylist(), privacy)]
@@ -292,7 +311,7 @@ def _policy_texts(registry: Any) -> dict[str, str]:
     for version in registry.versions():
         path = folder / f"{version}.toml"
         if path.is_file() and not path.is_symlink():
-            out[version] = path.read_text(encoding="utf-8")
+            out[version] = read_text_capped(path, POLICY_CAP, "a policy file")
     return out
 
 

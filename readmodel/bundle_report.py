@@ -18,7 +18,7 @@ from ingest.timefmt import sentence_time
 
 from .times import NOT_RECORDED_SENTENCE, recorded_time
 
-from .masking import Masker
+from .masking import Masker, masked_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import ReadModel
@@ -75,7 +75,10 @@ def bundle_report(
     tokens = view.tokens
     version = str(req.get("policy_version"))
     masker = Masker(reveal)
-    shown_id = md(masker.text(assembly_id))
+    # every id, tag and name shown here passes the one id rule (``masking.masked_ids``)
+    shown_req = masked_ids(dict(req), masker)
+    command_id = masked_ids(assembly_id, masker)
+    shown_id = md(command_id)
     lines: list[str] = [f"# Incident bundle: request {shown_id}", ""]
     if reveal:
         lines += ["**Revealed**: this bundle holds restricted privacy classes and secret-looking "
@@ -91,12 +94,13 @@ def bundle_report(
     # named from the folder that holds the bundle, so the commands work wherever it is moved
     db = out.name or str(out)
     pol = f"{db}/policies"
-    commands = [spell(["show", assembly_id, "--db", db]),
+    # a secret-shaped id is named masked here too (the --reveal bundle names it whole)
+    commands = [spell(["show", command_id, "--db", db]),
                 spell(["verify", "--db", db, "--policies", pol])]
     if policy is not None:
-        commands.append(spell(["diff", assembly_id, "--policy", policy, "--db", db,
+        commands.append(spell(["diff", command_id, "--policy", policy, "--db", db,
                                "--policies", pol]))
-    commands.append(spell(["open", db, "--assembly", assembly_id, "--policies", pol]))
+    commands.append(spell(["open", db, "--assembly", command_id, "--policies", pol]))
     commands = [visible_text(c) for c in commands]
     # a fence longer than any run of backticks in the commands (ids are data)
     fence = "`" * max([3] + [len(r) + 1 for c in commands for r in re.findall("`+", c)])
@@ -107,17 +111,17 @@ def bundle_report(
     facts = [
         ["assembled at", NOT_RECORDED_SENTENCE if recorded_time(req) is None
          else sentence_time(req.get("assembled_at"))],
-        ["conversation", md(masker.text(req.get("conversation_id")))],
-        ["branch", md(masker.text(req.get("branch_id")))],
-        ["participant", md(masker.text(req.get("participant_id")))],
+        ["conversation", md(shown_req.get("conversation_id"))],
+        ["branch", md(shown_req.get("branch_id"))],
+        ["participant", md(shown_req.get("participant_id"))],
         ["runtime", md(req.get("runtime_kind"))],
-        ["provider / model", f"{md(req.get('provider'))} / {md(req.get('model'))}"],
-        ["policy version (recorded)", md(version)],
-        ["assembler", md(req.get("assembler_version"))],
+        ["provider / model", f"{md(shown_req.get('provider'))} / {md(shown_req.get('model'))}"],
+        ["policy version (recorded)", md(shown_req.get("policy_version"))],
+        ["assembler", md(shown_req.get("assembler_version"))],
         ["tokens", f"{tokens.assembled_tokens:,} of {tokens.token_budget:,} budget "
                    f"(history replay would send {tokens.baseline_tokens:,})"],
         ["records", f"{view.included().num_rows} sent, {view.omitted().num_rows} omitted"],
-        ["tags", md(", ".join(req.get("tags") or []) or "none")],
+        ["tags", md(", ".join(shown_req.get("tags") or []) or "none")],
     ]
     lines += _table(["", ""], facts) + [""]
     if tokens.recorded:
@@ -136,6 +140,8 @@ def bundle_report(
 
     included = view.included().to_pylist()
     omitted = view.omitted().to_pylist()
+    keys = [(r["record_kind"], r["record_id"]) for r in included + omitted]  # the real ids
+    included, omitted = masked_ids(included, masker), masked_ids(omitted, masker)
     lines += [f"## Sent ({len(included)} records, in prompt order)", ""]
     lines += _table(["#", "record", "rendering", "reason", "tokens", "label"], [
         [r["position"], f"{r['record_kind']} {md(r['record_id'])}", r["rendering"] or "",
@@ -155,8 +161,7 @@ def bundle_report(
         lines.append("")
 
     lines += [f"## Why (recorded, policy {md(version)})", ""]
-    lines += _whys(model, assembly_id, [(r["record_kind"], r["record_id"]) for r in
-                                        included + omitted], "recorded", reveal, spell, db)
+    lines += _whys(model, assembly_id, keys, "recorded", reveal, spell, db)
     lines.append("")
 
     if policy is not None:
@@ -197,7 +202,7 @@ def _whys(model: "ReadModel", assembly_id: str, keys: list[tuple[str, str]], sid
         lines.append(f"- **{kind} {md(Masker(reveal).text(rid))}**: {md(why.sentence)}")
     if len(keys) > WHY_LIMIT:
         lines.append(f"- … and {len(keys) - WHY_LIMIT} more records: "
-                     f"`{spell(['why', assembly_id, 'RECORD_ID', '--db', db])}`")
+                     f"`{spell(['why', masked_ids(assembly_id, Masker(reveal)), 'RECORD_ID', '--db', db])}`")
     return lines
 
 
@@ -252,6 +257,6 @@ def _replay_section(model: "ReadModel", assembly_id: str, policy: str, reveal: b
         lines.append(f"  - {md(policy)}: {md(b.sentence)}")
     if len(changed) > WHY_LIMIT:
         lines.append(f"- … and {len(changed) - WHY_LIMIT} more: "
-                     f"`{spell(['why', assembly_id, 'RECORD_ID', '--policy', policy, '--db', db])}`")
+                     f"`{spell(['why', masked_ids(assembly_id, Masker(reveal)), 'RECORD_ID', '--policy', policy, '--db', db])}`")
     lines.append("")
     return lines

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from replay.policy import PolicyRegistry, load_registry
 from replay.verify import AssemblyVerdict, VerifyResult
 
-from .masking import Masker
+from .masking import Masker, masked_ids
 from .model import RECORDED, compare_view
 from .results import CompareResult
 
@@ -49,7 +49,8 @@ class RayReadModel:
         else:
             with ParquetOut(out, force=force) as sink:
                 result = compare_on_ray(self.exports, self.registry, a, b, flt,
-                                        address=self.address, progress=progress, out=sink,
+                                        address=self.address, progress=progress,
+                                        out=lambda rows: sink(masked_ids(rows, Masker(reveal))),
                                         **shape)
         return compare_view(result, out, Masker(reveal))
 

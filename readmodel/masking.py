@@ -38,11 +38,26 @@ __all__ = [
     "masked_record",
     "masked_request",
     "masked_side",
+    "masked_ids",
+    "ID_FIELDS",
 ]
 
-# text columns of the request list that come from logs
-_LIST_TEXT = ("assembly_id", "conversation_id", "branch_id", "participant_id", "model",
-              "provider", "policy_version", "assembler_version", "scenario")
+# Identifier fields (ids, tags, model, tool and skill names) that come from logs: every
+# output path shows them through ``masked_ids``, so a secret-shaped id (a key pasted as a
+# tag, a token as a run id) is masked wherever it is displayed. By name, in an Arrow table,
+# a row, or a JSON document at any depth.
+ID_FIELDS = frozenset({
+    "assembly_id", "conversation_id", "branch_id", "participant_id", "model", "provider",
+    "policy_version", "assembler_version", "scenario", "tags", "record_id", "id", "record",
+    "model_run_id", "message_id", "tool_call_id", "artifact_id", "memory_id",
+    "skill_state_id", "checkpoint_id", "decision_id", "parent_message_id",
+    "trigger_message_id", "fork_message_id", "parent_branch_id", "owner_participant_id",
+    "owner_model_run_id", "parent_model_run_id", "subagent_batch_id", "tool_name",
+    "tool_names", "source_tool_names", "revalidation_tools", "source_artifact_ids",
+    "loaded_skills", "active_profiles", "direct_tools", "exact_evidence_ids", "supersedes",
+    "superseded_by", "conflicts_with", "shared_with", "example_requests", "owner_id",
+    "export_id", "a_label", "b_label", "label_a", "label_b",
+})
 _TAGS_TYPE = pa.list_(pa.string())
 _SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
               "policy_family")
@@ -130,6 +145,8 @@ class Masker:
 
 
 def masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
+    """A request row to show: its tags masked (the other ids are masked where they are
+    displayed, ``masked_ids``: the app opens the conversation by the real id)."""
     out = dict(row)
     out["tags"] = masker.values(row.get("tags"))
     return frozen_row(out)
@@ -141,22 +158,96 @@ def masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) ->
 
 
 def masked_list_page(page: pa.Table, masker: Masker) -> pa.Table:
-    if masker.reveal or not page.num_rows:
-        return page
-    out = page
-    for name in _LIST_TEXT:
-        if name in out.column_names:
-            i = out.schema.get_field_index(name)
-            out = out.set_column(i, name, masker.column(out[name]))
-    if "tags" in out.column_names:
-        i = out.schema.get_field_index("tags")
-        listed = out["tags"].to_pylist()
-        tags = [None if t is None else masker.values(t) for t in listed]
-        # nothing masked: the same values cast, not rebuilt (``pa.array`` imports pandas)
-        column = (out["tags"].cast(_TAGS_TYPE) if tags == listed
-                  else pa.array(tags, _TAGS_TYPE))
-        out = out.set_column(i, "tags", column)
-    return out
+    """A page of the request list with its identifier columns masked (``masked_ids``)."""
+    return masked_ids(page, masker)
+
+
+def _masked_strings(values: pa.Array, masker: Masker) -> pa.Array:
+    """A string array through the detector, columnar: each distinct value is judged once
+    (an id column repeats its model, provider, policy and tag values on every row), then
+    the answers are spread back with ``take``. Nothing masked: the same array."""
+    if len(values) == 0 or values.null_count == len(values):
+        return values
+    distinct = pc.unique(values)
+    texts = distinct.to_pylist()
+    shown = [None if t is None else masker.text(t) for t in texts]
+    if shown == texts:
+        return values
+    # ``pa.array`` of a Python list imports pandas (a third of a second): only here, where
+    # something is masked, is it paid
+    return pc.take(pa.array(shown, pa.string()), pc.index_in(values, distinct))
+
+
+def _masked_column(column: pa.Array | pa.ChunkedArray, masker: Masker
+                   ) -> pa.Array | pa.ChunkedArray:
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = values.type
+    if pa.types.is_large_string(kind):
+        values = values.cast(pa.string())
+        kind = pa.string()
+    if pa.types.is_string(kind):
+        out = _masked_strings(values, masker)
+        return column if out is values else out
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)):
+        flat = values.values.cast(pa.string())
+        out = _masked_strings(flat, masker)
+        if out is flat:
+            return column
+        return pa.ListArray.from_arrays(values.offsets.cast(pa.int32()), out,
+                                        mask=values.is_null()).cast(_TAGS_TYPE)
+    return column
+
+
+def masked_ids(value: Any, masker: Masker) -> Any:
+    """The one way an identifier reaches a display: ids, tags, model, tool and skill names
+    (``ID_FIELDS``) with secret-shaped values masked, unless revealed.
+
+    ``value`` is an Arrow table (its ``ID_FIELDS`` columns, columnar: the detector sees each
+    distinct value once), an Arrow array (all of it), a mapping or a JSON document (the
+    values under ``ID_FIELDS`` keys, at any depth), a list of texts, or one text. Returns a
+    copy; the caller keeps the real ids to look things up by (the app opens a request by
+    its real id)."""
+    if masker.reveal or value is None:
+        return value
+    if isinstance(value, pa.Table):
+        out = value
+        for name in value.column_names:
+            if name in ID_FIELDS:
+                i = out.schema.get_field_index(name)
+                original = out[name]
+                column = _masked_column(original, masker)
+                if column is not original:
+                    out = out.set_column(i, name, column)
+        return out
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        return _masked_column(value, masker)
+    if isinstance(value, str):
+        return masker.text(value)
+    if isinstance(value, (list, tuple)):
+        return [masked_ids(v, masker) if isinstance(v, (str, Mapping, list, tuple)) else v
+                for v in value]
+    if isinstance(value, Mapping):
+        out_map: dict[str, Any] = {}
+        for k, v in value.items():
+            if k in ID_FIELDS and isinstance(v, (str, list, tuple)):
+                out_map[k] = masked_ids(v, masker)
+            elif isinstance(v, (Mapping, list, tuple)):
+                out_map[k] = _nested_ids(v, masker)
+            else:
+                out_map[k] = v
+        return out_map
+    return value
+
+
+def _nested_ids(value: Any, masker: Masker) -> Any:
+    """A nested document: its mappings' ``ID_FIELDS`` masked, other texts left as they are
+    (content has its own masking, by privacy class, before it is cut)."""
+    if isinstance(value, Mapping):
+        return masked_ids(value, masker)
+    if isinstance(value, (list, tuple)):
+        return [_nested_ids(v, masker) for v in value]
+    return value
 
 def masked_side(row: Mapping[str, Any] | None, masker: Masker) -> Mapping[str, Any] | None:
     if row is None:

@@ -33,6 +33,7 @@ from ingest.errors import ContextlensError, NotFoundError
 # numpy, about a second that the request list (``contextlens list``) never needs.
 from .masking import (
     Masker,
+    masked_ids,
     masked_labels,
     masked_link,
     masked_list_page,
@@ -800,8 +801,9 @@ class ReadModel:
             if a != RECORDED:
                 self.registry.get(a)
             with ParquetOut(out, force=force) as sink:
-                result = compare(self.store, self.registry, a, b, flt, progress, cancelled, sink,
-                                 workers=workers)
+                # the file's ids are displayed ids too: masked as the answer's are
+                result = compare(self.store, self.registry, a, b, flt, progress, cancelled,
+                                 lambda rows: sink(masked_ids(rows, masker)), workers=workers)
         return compare_view(result, out, masker)
 
     def token_report(self, flt: "AssemblyFilter | str | None" = None,

@@ -36,6 +36,7 @@ from ingest.tags import times_unrecorded
 from ingest.timefmt import table_time
 from readmodel import EffectiveBudget, TokenAccounting
 from readmodel.ids import NO_AFFIXES, short_id
+from readmodel.masking import Masker, masked_ids
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
@@ -162,6 +163,7 @@ class AssemblyScreen(Screen[None]):
         """Forget the shown assembly; ``assembly_id`` is the next one."""
         self.assembly_id = assembly_id
         self.assembly: Mapping[str, Any] | None = None
+        self._shown_request: Mapping[str, Any] | None = None  # the header's: ids masked
         self.membership: dict[tuple[str, str], dict[str, Any]] = {}
         self._included: pa.Table | None = None
         self._trace: pa.Table | None = None
@@ -186,7 +188,8 @@ class AssemblyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"assembly {one_line(self.assembly_id, 120)} · loading…", id="assembly-header", markup=False)
+        shown = masked_ids(self.assembly_id, Masker(bool(self.app.reveal)))  # type: ignore[attr-defined]
+        yield Static(f"assembly {one_line(shown, 120)} · loading…", id="assembly-header", markup=False)
         with Vertical(id="assembly-body"):
             with TabbedContent(id="tabs", initial="tab-context"):
                 with TabPane("1 Context", id="tab-context"):
@@ -378,7 +381,7 @@ class AssemblyScreen(Screen[None]):
     def _render_header(self) -> None:
         """Three lines, each cut to the terminal rather than wrapped, most telling first:
         who and under which policy; when and where; the prompt's tokens as a picture."""
-        a = self.assembly
+        a = self._shown_request
         if a is None:
             return
         affixes = self._affixes
@@ -459,6 +462,7 @@ class AssemblyScreen(Screen[None]):
         content = message.content
         self._affixes = content.affixes
         self.assembly = content.request
+        self._shown_request = content.shown_request or content.request
         self.membership = content.membership
         self._tokens = content.tokens
         self._budget = content.budget
@@ -473,11 +477,11 @@ class AssemblyScreen(Screen[None]):
         tables = list(self.query("#context-table").results(DataTable))
         if tables:  # kept from the last assembly: refilled in place
             table = tables[0]
-            refill(table, shown_ids(content.included, "id", self._affixes))
+            refill(table, shown_ids(content.included, "id", self._affixes, content.reveal))
         else:
             context_pane = self.query_one("#tab-context", TabPane)
             await context_pane.remove_children()
-            table = arrow_table(shown_ids(content.included, "id", self._affixes),
+            table = arrow_table(shown_ids(content.included, "id", self._affixes, content.reveal),
                                 id="context-table", max_column_content_width=70)
             await context_pane.mount(table)
         # the Trace table and the Omitted tree are built when their tab is first shown:
@@ -512,7 +516,8 @@ class AssemblyScreen(Screen[None]):
             self._built.add(tab)
             trace_pane = self.query_one("#tab-trace", TabPane)
             await trace_pane.remove_children()
-            await trace_pane.mount(arrow_table(shown_ids(self._trace, "record", self._affixes),
+            await trace_pane.mount(arrow_table(shown_ids(self._trace, "record", self._affixes,
+                                                         bool(self.app.reveal)),  # type: ignore[attr-defined]
                                                id="trace-table", max_column_content_width=70))
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)

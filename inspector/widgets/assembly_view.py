@@ -14,6 +14,7 @@ from rich.text import Text
 from ingest.errors import ContextlensError
 from readmodel import AssemblyView, EffectiveBudget, ReadModel, RecordWhy, TokenAccounting
 from readmodel.ids import NO_AFFIXES, short_ids, store_id_affixes
+from readmodel.masking import Masker, masked_ids
 
 from .record_panel import RecordDetail
 
@@ -48,6 +49,10 @@ class AssemblyContent:
     # what every id of the store starts and ends with, dropped where ids are shown
     # (``readmodel.ids``: as the request list shows them)
     affixes: tuple[str, str] = NO_AFFIXES
+    # the request as the header shows it: ids, tags and names masked unless revealed
+    # (``request`` keeps the real ids, to open its conversation by)
+    shown_request: Mapping[str, Any] | None = None
+    reveal: bool = False
 
 
 def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
@@ -65,16 +70,22 @@ def assembly_content(answers: ReadModel, assembly_id: str, reveal: bool,
     if explain_first and first is not None:
         detail = explain(answers, assembly_id, *first, reveal)
     return AssemblyContent(view.request, included, omitted, trace, membership, tokens,
-                           first, detail, view.budget, store_id_affixes(answers))
+                           first, detail, view.budget, store_id_affixes(answers),
+                           masked_ids(dict(view.request), Masker(reveal)), reveal)
 
 
-def shown_ids(table: pa.Table, column: str, affixes: tuple[str, str]) -> pa.Table:
-    """``table`` with the record ids of ``column`` as they are shown (the store's id
-    prefix dropped); the screen keeps the whole ids to select by."""
-    if not affixes[0] or column not in table.column_names:
+def shown_ids(table: pa.Table, column: str, affixes: tuple[str, str],
+              reveal: bool = False) -> pa.Table:
+    """``table`` with the record ids of ``column`` as they are shown: secret-shaped ones
+    masked unless ``reveal`` (``readmodel.masking.masked_ids``, columnar), the store's id
+    prefix dropped; the screen keeps the whole ids to select by."""
+    if column not in table.column_names:
         return table
     index = table.schema.get_field_index(column)
-    return table.set_column(index, column, short_ids(table[column], affixes[0]))
+    ids = masked_ids(table[column], Masker(reveal))
+    if affixes[0]:
+        ids = short_ids(ids, affixes[0])
+    return table.set_column(index, column, ids)
 
 
 def budget_line(budget: EffectiveBudget | None, label: str = "budget") -> Text:
