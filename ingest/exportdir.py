@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pydantic
 
 from .contract import ADDED_COLUMNS, SCHEMA_VERSION, TABLES, Manifest, Table
-from .errors import ValidationError
+from .errors import ContextlensError, ValidationError
+from .safe_files import MANIFEST_CAP, read_text_capped
 from .sql import fetch_one, q, show_value, sql_str
 from .writer import table_sha256
 
@@ -90,10 +91,11 @@ def read_layout(export_dir: str | os.PathLike[str]) -> ExportLayout:
             )
         raise ValidationError(f"{label}: manifest.json is missing")
     try:
-        manifest_json = manifest_path.read_text(encoding="utf-8")
+        # bounded: a FIFO or /dev/zero named manifest.json is refused, never read
+        manifest_json = read_text_capped(manifest_path, MANIFEST_CAP)
         manifest = Manifest.model_validate_json(manifest_json)
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValidationError(f"{label}: manifest.json cannot be read: {err}") from None
+    except ContextlensError as err:
+        raise ValidationError(f"{label}: {err}") from None
     except pydantic.ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"

@@ -330,7 +330,9 @@ def check_times(
     if created.tzinfo is None:
         created = created.replace(tzinfo=dt.timezone.utc)
     now = now or dt.datetime.now(dt.timezone.utc)
-    horizon = max(created, now) + FUTURE_TOLERANCE
+    # a manifest may say it was written in year 9999: the horizon stops at the last time
+    latest = dt.datetime.max.replace(tzinfo=dt.timezone.utc) - FUTURE_TOLERANCE
+    horizon = min(max(created, now), latest) + FUTURE_TOLERANCE
     warnings: list[str] = []
     for name, table in TABLES.items():
         cols = [c.name for c in table.columns if c.kind == "ts"]

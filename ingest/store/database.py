@@ -21,6 +21,7 @@ import pyarrow as pa
 from ..contract import TABLES
 from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
+from ..safe_files import require_not_special
 from ..sql import one_line_error as _one_line, open_cursor, open_duckdb, q, registered
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
@@ -67,6 +68,50 @@ def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{path} is an incomplete contextlens store (table {missing[0]} is missing); "
             f"{_rebuild(path)}"
         )
+    found: dict[str, dict[str, str]] = {}
+    for table, column, typ in con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?))",
+        [[*STORE_TABLES, "store_meta"]],
+    ).fetchall():
+        found.setdefault(table, {})[column] = typ
+    for table, columns in _store_columns().items():
+        have_cols = found.get(table, {})
+        for column, typ in columns.items():
+            if column not in have_cols or (typ and have_cols[column] != typ):
+                got = "missing" if column not in have_cols else f"of type {have_cols[column]}"
+                # an ingest never alters such a table: the file is not the store it claims
+                raise ContextlensError(
+                    f"{path} is not a contextlens store of version {STORE_VERSION} (table "
+                    f"{table}, column {column} is {got}); {_rebuild(path)}"
+                )
+
+
+# DuckDB names TIMESTAMPTZ this way in duckdb_columns()
+_DESCRIBED = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}
+_BOOKKEEPING = {
+    "store_meta": ("key", "value"),
+    "exports": ("export_id", "source_dir", "manifest_json", "ingested_at", "producer",
+                "created_at", "rows_json", "warnings_json"),
+    "assembly_summary": ("assembly_id", "assembled_at", "policy_version", "included_count",
+                         "omitted_count", "assembled_tokens", "search_text", "export_id"),
+}
+
+
+def _store_columns() -> dict[str, dict[str, str]]:
+    """table -> column -> DuckDB type ("" where only the name is checked) every store table
+    holds: the contract's columns with their types (a store may hold more: an export's
+    extra columns), the export_id of every row, and the bookkeeping tables' columns."""
+    from ..contract import DUCKDB_TYPES
+
+    out: dict[str, dict[str, str]] = {
+        name: {c: "" for c in cols} for name, cols in _BOOKKEEPING.items()
+    }
+    for name, table in TABLES.items():
+        cols = {c.name: _DESCRIBED.get(DUCKDB_TYPES[c.kind], DUCKDB_TYPES[c.kind])
+                for c in table.columns}
+        out[name] = {**cols, "export_id": "VARCHAR"}
+    return out
 
 
 # the tables every ingested store holds
@@ -82,6 +127,7 @@ def _rebuild(path: Path) -> str:
 
 def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """A connection to the store file at ``path``, its format checked; one-line errors."""
+    require_not_special(path, "store file")
     if not path.is_file():
         raise ContextlensError(f"no store at {path} (ingest an export first)")
     try:
