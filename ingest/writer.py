@@ -224,14 +224,28 @@ class ExportWriter:
         self._closed = True
         for sink in self._sinks.values():
             if sink.writer is not None:
-                sink.writer.close()
+                try:
+                    sink.writer.close()
+                except OSError:  # a full disk fails the footer too: the folder goes anyway
+                    pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> "ExportWriter":
         return self
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
+        from .interrupts import WriteFailed
+
         if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+            try:
+                self.close()
+            except OSError as err:
+                self.abort()
+                raise WriteFailed(err.filename or self.out_dir, err) from None
+            except BaseException:
+                self.abort()
+                raise
+            return
+        self.abort()
+        if isinstance(exc, OSError):  # a full disk, a size limit: one line, nothing left
+            raise WriteFailed(exc.filename or self.out_dir, exc) from None

@@ -59,6 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.errors import ContextlensError
+from ingest.interrupts import full_reason, remove_dead_scratch
 from ingest.sql import registered, scratch_connection
 from ingest.tags import UNATTRIBUTED_TOKENS, int_tag_column
 from ingest.text import natural_key
@@ -519,26 +520,41 @@ class ParquetOut:
             raise ContextlensError(f"{self.path}: cannot write: no folder {folder}")
         if not os.access(folder, os.W_OK):
             raise ContextlensError(f"{self.path}: cannot write: folder {folder} is not writable")
+        # a run killed before its rename left its temporary file: removed by the next one
+        remove_dead_scratch(folder, f".{self.path.name}.", ".tmp")
         self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.writer = pq.ParquetWriter(str(self.tmp), REQUEST_SCHEMA)
         except OSError as err:
-            raise ContextlensError(f"{self.path}: cannot write: {err.strerror or err}") from None
+            self.tmp.unlink(missing_ok=True)
+            raise self._write_failed(err) from None
         self.rows = 0
 
+    def _write_failed(self, err: BaseException) -> ContextlensError:
+        """One line naming the file (Arrow's text of a full disk names neither)."""
+        return ContextlensError(f"{self.path}: cannot write: {full_reason(err)}")
+
     def __call__(self, table: pa.Table) -> None:
-        self.writer.write_table(table)
+        try:
+            self.writer.write_table(table)
+        except OSError as err:  # a full disk (ENOSPC), a size limit (EFBIG), ...
+            raise self._write_failed(err) from None
         self.rows += table.num_rows
 
     def __enter__(self) -> "ParquetOut":
         return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
-        self.writer.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
+        try:
+            try:
+                self.writer.close()  # writes the footer: a full disk may fail it
+            except OSError as err:
+                if exc_type is None:
+                    raise self._write_failed(err) from None
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        finally:
+            self.tmp.unlink(missing_ok=True)  # whatever ended the run: no half file left
 
 
 def _recorded_side(store: "Store", chunk: Chunk) -> pa.Table:

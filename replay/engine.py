@@ -185,11 +185,13 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None] | None,
-                  start_args: tuple[Any, ...]) -> None:
+                  start_args: tuple[Any, ...], parent: int | None = None) -> None:
     # Ctrl+C reaches every process of the terminal's group: the caller stops the workers
     # (``_stop``), so a worker has nothing to say about it (it started with SIGINT held:
     # ``_sigint_held``; ignored from here on, a pending one is dropped)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        _die_with(parent)
     from ingest.store import Store
 
     # results and errors come back through the pool; anything a worker would print (a
@@ -200,6 +202,28 @@ def _worker_start(path: str, task: Callable[..., Any], start: Callable[..., None
     _WORKER.update(store=Store.open(path), path=path, task=task)
     if start is not None:
         start(*start_args)
+
+
+def _die_with(parent: int) -> None:
+    """This worker killed when ``parent`` (the process that started it) ends, however it
+    ends: a parent killed by SIGKILL, or by SIGTERM before its own handler ran, cannot stop
+    its workers, which went on holding the store open (98 s after a SIGTERM, in one
+    report). Linux: the parent-death signal (``prctl(PR_SET_PDEATHSIG)``); it is sent when
+    the thread that started the worker ends, and every worker is started by the thread
+    that walks the store, which outlives the pool (``in_processes``). A parent that ended
+    before the call is caught by the check that follows it."""
+    if not sys.platform.startswith("linux"):
+        return  # elsewhere the parent's own clean-up (``_stop``) is all there is
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return
+    if os.getppid() != parent:  # the parent is gone already: this worker is an orphan
+        os._exit(1)
 
 
 def _worker_task(chunk: Chunk) -> Any:
@@ -240,7 +264,8 @@ def in_processes(store: "Store", walk: Callable[[Any], Iterator[Chunk]],
     with _sigint_held():
         _start_resource_tracker()
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
-                               initargs=(str(store.path), task, start, start_args))
+                               initargs=(str(store.path), task, start, start_args,
+                                         os.getpid()))
     pending: deque[Any] = deque()
     walker = store.cursor()
     stop = cancelled if cancelled is not None else (lambda: False)

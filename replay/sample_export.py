@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.contract import TABLES
+from ingest.interrupts import WriteFailed
 from ingest.writer import ExportWriter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,13 +132,21 @@ def _write_into(out_dir: Path, export_id: str, fill: Any) -> Path:
     if stage.exists():
         shutil.rmtree(stage)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    writer = ExportWriter(stage, export_id=export_id, producer=PRODUCER,
-                          created_at=SAMPLE_CREATED_AT, overwrite=True)
-    with writer:
-        side = fill(writer)
-    # files beside the export (not part of it): what a generator wants its callers to know
-    for name, content in sorted((side or {}).items()):
-        (stage / name).write_text(json.dumps(content, indent=1) + "\n")
+    try:
+        writer = ExportWriter(stage, export_id=export_id, producer=PRODUCER,
+                              created_at=SAMPLE_CREATED_AT, overwrite=True)
+        with writer:
+            side = fill(writer)
+        # files beside the export (not part of it): what a generator wants its callers to know
+        for name, content in sorted((side or {}).items()):
+            (stage / name).write_text(json.dumps(content, indent=1) + "\n")
+    except (OSError, WriteFailed) as err:
+        # a full disk: one line naming the folder asked for, and no staging folder left
+        shutil.rmtree(stage, ignore_errors=True)
+        raise WriteFailed(out_dir, err.reason if isinstance(err, WriteFailed) else err) from None
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)  # Ctrl+C, SIGTERM: nothing left either
+        raise
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in sorted(_export_entries()):
         old = out_dir / name

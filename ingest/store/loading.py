@@ -34,7 +34,9 @@ import duckdb
 from ..contract import TABLES
 from ..errors import ContextlensError
 from ..exportdir import ExportLayout, manifest_digest, read_layout, start_hashing
+from ..interrupts import IngestInterrupted, WriteFailed, disk_full
 from ..loadtables import create_or_insert, resolve_types
+from ..safe_files import require_not_special
 from ..sql import fetch_one, one_line_error as _one_line, q, sql_str
 from ..validate import CHECK_STEPS, check_loaded
 from .database import STORE_FORMAT, STORE_VERSION, connect, open_store
@@ -165,6 +167,8 @@ def ingest(
     db_path = Path(db_path)
     report = progress or (lambda _label, _done, _total: None)
     report("reading manifest", 0, 1)
+    # a folder, FIFO or device named as the store is said to be one, before anything reads it
+    require_not_special(db_path, "store file")
     layout = read_layout(export_dir)
     export_id = layout.manifest.export_id
     try:
@@ -174,7 +178,7 @@ def ingest(
             f"cannot write the store {db_path}: {err.strerror or err}"
         ) from None
 
-    with _TermAsError(db_path) as term, StoreLock(db_path) as lock:
+    with _TermAsError(db_path, export_id) as term, StoreLock(db_path) as lock:
         if lock.previous_pid is not None:
             # a writer killed mid-ingest left its scratch files behind; never the store's
             # own .wal, which may hold its committed export
@@ -205,6 +209,10 @@ def ingest(
             if term.error is not None and exc is not term.error:
                 # SIGTERM raised inside a DuckDB query comes back as DuckDB's own error
                 raise term.error from None
+            if disk_full(exc) and not str(exc).startswith("cannot write "):
+                # a load that failed for room, named by the store rather than by the
+                # scratch file DuckDB names (our "cannot write" errors name the file already)
+                raise WriteFailed(db_path, exc) from None
             raise
         finally:
             remove_quietly(*scratch)
@@ -455,51 +463,59 @@ def _add_missing_columns(con: duckdb.DuckDBPyConnection, name: str, staged: str)
 _NO_SPACE = os.strerror(errno.ENOSPC)
 
 
-class IngestInterrupted(ContextlensError):
-    """SIGTERM reached an ingest; it stopped and cleaned up like after any other error."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
 class _TermAsError:
-    """While an ingest runs in the main thread, SIGTERM raises ``IngestInterrupted`` there,
-    so the transaction is rolled back and the scratch files and the lock are cleaned up as
-    after an exception (SIGINT already raises KeyboardInterrupt). A second signal during
-    that cleanup is ignored; one that arrives once the export is being committed waits
-    until the ingest is done."""
+    """While an ingest runs in the main thread, Ctrl+C and SIGTERM raise ``IngestInterrupted``
+    there, so the transaction is rolled back and the scratch files and the lock are cleaned
+    up as after an exception. A second signal during that cleanup is ignored; one that
+    arrives once the export is being committed waits until the ingest is done, which then
+    raises ``IngestInterrupted`` saying the export was stored (the commit is not undone)."""
 
-    def __init__(self, db_path: Path) -> None:
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, db_path: Path, export_id: str = "") -> None:
         self.db_path = db_path
-        self._previous: Any = None
-        self._installed = False
+        self.export_id = export_id
+        self._previous: dict[int, Any] = {}
         self._fired = False
         self._late: int | None = None
         self.committed = False
         self.error: IngestInterrupted | None = None
 
+    def _interrupted(self, signum: int, stored: bool) -> IngestInterrupted:
+        from ..errors import cut
+        from ..interrupts import note_signal
+
+        note_signal(signum)
+        export = f"export {cut(self.export_id)}" if self.export_id else "the export"
+        what = (f"interrupted after {export} was stored in {self.db_path}" if stored
+                else f"interrupted: nothing of {export} stored in {self.db_path}")
+        return IngestInterrupted(what, signum, stored)
+
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.committed:
-            self._late = signum  # the export may already be in: deliver it once we are done
+            self._late = signum  # the export may already be in: said once we are done
             return
         if self._fired:
             return
         self._fired = True
-        self.error = IngestInterrupted(
-            f"ingest into {self.db_path} stopped by {signal.Signals(signum).name}; "
-            "the store is unchanged"
-        )
+        self.error = self._interrupted(signum, stored=False)
         raise self.error
 
     def __enter__(self) -> "_TermAsError":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            self._installed = True
+            for signum in self._SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, *_: Any) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._installed = False
-        if self._late is not None:
-            os.kill(os.getpid(), self._late)
-
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
+        if self.error is not None and exc is not None and exc is not self.error:
+            # a signal raised inside a DuckDB query comes back as DuckDB's own error
+            raise self.error from None
+        late = self._late
+        if late is not None and exc_type is None and self.committed:
+            raise self._interrupted(late, stored=True)
+        if late is not None and exc_type is None:
+            raise self._interrupted(late, stored=False)  # (a commit that then failed)

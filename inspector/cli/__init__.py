@@ -13,6 +13,7 @@ in ``options``; ``collect`` (the OTLP/HTTP receiver) has its own module.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -55,19 +56,49 @@ class _Group(click.Group):
 
 
 def _query_interrupted(err: BaseException) -> bool:
-    """DuckDB's answer to Ctrl+C during a query: the query stops with this RuntimeError
-    (the KeyboardInterrupt is spent)."""
-    return isinstance(err, RuntimeError) and str(err) == "Query interrupted"
+    """DuckDB's answer to Ctrl+C during a query: the query stops with the RuntimeError
+    "Query interrupted" (the KeyboardInterrupt is spent), or, when the signal lands while
+    DuckDB calls back into Python (reading a registered Arrow object), an error that ends
+    in the KeyboardInterrupt's name; either may come wrapped in one of our errors."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        text = str(err)
+        if isinstance(err, KeyboardInterrupt) or text == "Query interrupted" or (
+                text.rstrip().endswith("KeyboardInterrupt:")):
+            return True
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return False
 
 
 def _aborted() -> None:
     """Ctrl+C: one line on stderr (over a progress bar or the terminal's ``^C``, on a
     terminal) and the shell's code for SIGINT."""
+    _stopped("aborted", 130)
+
+
+def _terminated() -> None:
+    """SIGTERM: as Ctrl+C, with its own word and the shell's code for SIGTERM."""
+    _stopped("terminated", 143)
+
+
+def _stopped(line: str, code: int) -> None:
     from ..console import clear_progress
 
+    # a second signal while the line is written must not turn it into a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     clear_progress()
-    click.echo("aborted", err=True)
-    sys.exit(130)
+    click.echo(line, err=True)
+    sys.exit(code)
+
+
+def _by_sigterm() -> bool:
+    """Whether the signal that stopped the command was SIGTERM (inside a DuckDB query the
+    exception its handler raised comes back as DuckDB's "Query interrupted")."""
+    from ingest.interrupts import last_signal
+
+    return last_signal() == signal.SIGTERM
 
 
 @click.group(cls=_Group, invoke_without_command=True,
@@ -101,11 +132,29 @@ for _command in (open_cmd, serve, list_cmd, show, why, policies,
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: turn every known error into one line and an exit code."""
+    from ingest.interrupts import handlers_restored, raise_on_sigterm
+
+    # the handlers as they were once it returns (main is also called in a test's process)
+    with handlers_restored(signal.SIGINT, signal.SIGTERM):
+        raise_on_sigterm()  # SIGTERM as Ctrl+C: cleaned up, one line (ingest.interrupts)
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
+    from ingest.interrupts import IngestInterrupted, Terminated
+
     _TYPED[:] = list(argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, prog_name="contextlens", standalone_mode=False)
+    except Terminated:
+        _terminated()
     except (click.exceptions.Abort, _Interrupted, KeyboardInterrupt):
+        if _by_sigterm():
+            _terminated()
         _aborted()
+    except IngestInterrupted as err:
+        # the line says whether the export was stored; the code is the signal's
+        _stopped(_said(str(err)), err.exit_code)
     except click.UsageError as err:
         # one line, as every other error: what is wrong, and where the usage is
         where = err.ctx.command_path if err.ctx is not None else "contextlens"
@@ -116,9 +165,15 @@ def main(argv: list[str] | None = None) -> None:
         err.show()
         sys.exit(err.exit_code)
     except ContextlensError as err:
+        if _query_interrupted(err):  # a query stopped by the signal, reported as our error
+            if _by_sigterm():
+                _terminated()
+            _aborted()
         click.echo(f"contextlens: error: {_said(str(err))}", err=True)
         sys.exit(err.exit_code)
     except Exception as err:  # a bug of ours: still one line, the traceback on request
+        if _by_sigterm():  # whatever a library made of the exception SIGTERM raised
+            _terminated()
         if _query_interrupted(err):
             _aborted()
         if isinstance(err, UnicodeEncodeError) and "surrogates not allowed" in str(err):

@@ -18,7 +18,7 @@ from ..console import (
 from ..stores import resolve_store
 from .options import (
     RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, _Answers, _registry, _warn, db_option,
-    format_option, json_option, policies_option, reveal_option,
+    format_option, json_option, policies_option, reveal_option, shown_ids,
 )
 
 
@@ -149,7 +149,10 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
 def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir: str | None) -> None:
     """Serve the inspector on PATH (as `open` takes it) to a web browser, with
     textual-serve: each browser tab runs its own app. Masked as in the terminal; a reveal
-    asks in the page and lasts for that tab."""
+    asks in the page and lasts for that tab. Open the URL it prints: its token is this
+    run's, and the server refuses any request without it, or naming another host or site.
+    Bundles are not written from the browser (contextlens bundle writes them)."""
+    import os
     import shlex
 
     # the store is made (an export or transcript ingested) once, here, so a failure is one
@@ -161,8 +164,12 @@ def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir:
 
         load_registry(policies_dir)
         argv += ["--policies", str(Path(policies_dir).resolve())]
+    from ..served import SERVED_ENV
     from ..web import LocalServer
 
+    # each tab's app inherits it (textual-serve copies this environment): no bundle is
+    # written from the browser
+    os.environ[SERVED_ENV] = "1"
     name = Path(path).name if path else "sample"
     server = LocalServer(shlex.join(argv), host=host, port=port, title=f"contextlens {name}",
                          listening=lambda url: click.echo(
@@ -284,10 +291,12 @@ def show(assembly_id: str, db: str | None, policies_dir: str | None, reveal: boo
 
     with _Answers(db, policies_dir) as answers:
         view = answers.assembly(assembly_id, reveal=reveal)
-    assembly = dict(view.request)
-    assembly["assembled_at"] = recorded_time(assembly)  # a made-up time is not shown
-    included = [{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"]} for r in view.included().to_pylist()]
-    omitted = [{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"]} for r in view.omitted().to_pylist()]
+    assembly = shown_ids(dict(view.request), reveal)
+    assembly["assembled_at"] = recorded_time(view.request)  # a made-up time is not shown
+    included = shown_ids([{k: r[k] for k in RECORD_FIELDS_INCLUDED + ["label"]}
+                          for r in view.included().to_pylist()], reveal)
+    omitted = shown_ids([{k: r[k] for k in RECORD_FIELDS_OMITTED + ["label"]}
+                         for r in view.omitted().to_pylist()], reveal)
     tokens = view.tokens
     if as_json:
         emit_json({"assembly": assembly, "tokens": tokens.to_json(),
@@ -296,7 +305,7 @@ def show(assembly_id: str, db: str | None, policies_dir: str | None, reveal: boo
                    "unattributed_tokens": tokens.unattributed})
         return
     click.echo(
-        f"assembly {vis(assembly_id)}  {vis(assembly.get('runtime_kind'))}  participant {vis(assembly.get('participant_id'))}"
+        f"assembly {vis(assembly.get('assembly_id'))}  {vis(assembly.get('runtime_kind'))}  participant {vis(assembly.get('participant_id'))}"
         f"  policy {vis(assembly.get('policy_version'))}  {vis(assembly.get('provider'))}/{vis(assembly.get('model'))}"
     )
     budget = view.budget
@@ -334,19 +343,20 @@ def why(assembly_id: str, record_id: str, policy_version: str | None, db: str | 
     with _Answers(db, policies_dir) as answers:
         answer = answers.why(assembly_id, record_id, side=policy_version or RECORDED, reveal=reveal)
     if as_json:
-        emit_json(answer.to_json())
+        emit_json(shown_ids(answer.to_json(), reveal))
         return
     click.echo(body(answer.sentence))
     if answer.budget is not None:
         click.echo(f"\nbudget ({vis(answer.policy_version)}): {vis(answer.budget.sentence())}")
     click.echo("\ndecision trace:")
-    print_table([dict(t) for t in answer.trace],
+    print_table(shown_ids([dict(t) for t in answer.trace], reveal),
                 ["step", "policy_family", "outcome", "reason_code", "detail"], max_width=70)
     click.echo("\nprovenance:")
     for link in answer.provenance:
         mark = "✗ missing " if link.broken else ""
         indent = "  " * link.depth
-        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(link.id)}  {body(link.label)}")
+        click.echo(f"{indent}{mark}{vis(link.kind)} {vis(shown_ids(link.id, reveal))}  "
+                   f"{body(link.label)}")
 
 
 @click.command()

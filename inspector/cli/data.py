@@ -15,6 +15,7 @@ from ingest.errors import ContextlensError, cut
 from ..console import body, emit_json, progress_printer, stream_json_array, vis
 from .options import (
     _Answers, _said, _warn, db_option, format_option, json_option, policies_option, reveal_option,
+    shown_ids,
 )
 
 
@@ -39,7 +40,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(
             {
-                "export_id": result.export_id,
+                "export_id": shown_ids(result.export_id),
                 "db": str(result.db_path),
                 "changed": result.changed,
                 "rows": result.rows,
@@ -49,7 +50,7 @@ def ingest(source: Path, db: str, fmt: str | None, as_json: bool) -> None:
         return
     verb = "ingested" if result.changed else "already up to date:"
     total = sum(result.rows.values())
-    click.echo(f"{verb} export {vis(cut(result.export_id))} into {result.db_path} ({total} rows)")
+    click.echo(f"{verb} export {vis(cut(shown_ids(result.export_id)))} into {result.db_path} ({total} rows)")
     for w in result.warnings:
         _warn(w)
 
@@ -78,9 +79,10 @@ def lint(db: str | None, filter_expr: str | None, reveal: bool, as_json: bool) -
     with _Answers(db) as answers:
         findings = counted(answers.lint_stream(flt, reveal=reveal))
         if as_json:
-            stream_json_array(([f] for f in findings))
+            stream_json_array(([shown_ids(f, reveal)] for f in findings))
         else:
             for f in findings:
+                f = shown_ids(f, reveal)
                 where = f.get("assembly_id") or f.get("message_id") or "-"
                 record = f"{f.get('record_kind') or ''} {f.get('record_id') or ''}".strip()
                 click.echo(f"{f['severity']:<7}  {vis(f['rule'])}  {vis(where)}  {vis(record)}  {body(f['detail'])}")
@@ -139,10 +141,10 @@ def bundle(assembly_id: str, out_dir: Path, policy_version: str | None, force: b
         result = write_bundle(answers, assembly_id, out_dir, policy=policy_version,
                               reveal=reveal, force=force)
     if as_json:
-        emit_json(result.to_json())
+        emit_json(shown_ids(result.to_json(), reveal))
         return
     rows = sum(result.rows.values())
-    click.echo(f"wrote bundle of {vis(assembly_id)} to {vis(str(result.out))} ({rows} rows, "
+    click.echo(f"wrote bundle of {vis(shown_ids(assembly_id, reveal))} to {vis(str(result.out))} ({rows} rows, "
                f"{result.blobs} blobs, policies {vis(', '.join(result.policies) or 'none')})")
     click.echo("revealed: restricted content and secrets are in it" if result.revealed
                else f"masked: {result.masked} values (--reveal keeps them)")

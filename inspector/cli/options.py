@@ -48,6 +48,15 @@ def _said(message: str) -> str:
     return one_line("".join(out))  # one line: a newline in a typed name is shown as ⏎
 
 
+def shown_ids(value: Any, reveal: bool = False) -> Any:
+    """``value`` (a result's JSON, a row, a list of ids, one id) with its identifiers
+    masked unless revealed: ``readmodel.masking.masked_ids``, the one rule for every path
+    that shows an id (text and ``--json``)."""
+    from readmodel.masking import Masker, masked_ids
+
+    return masked_ids(value, Masker(reveal))
+
+
 def _warn(message: str) -> None:
     click.echo(f"warning: {_said(message)}", err=True)
 

@@ -19,7 +19,8 @@ from ..console import (
 )
 from .options import (
     RECORD_FIELDS_INCLUDED, RECORD_FIELDS_OMITTED, LazyChoice, _Answers, _engine_answers,
-    db_option, engine_options, json_option, policies_option, reveal_option, workers_option,
+    db_option, engine_options, json_option, policies_option, reveal_option, shown_ids,
+    workers_option,
 )
 
 
@@ -52,11 +53,12 @@ def replay(assembly_id: str, policy_version: str, db: str | None, policies_dir: 
         "included": [{k: r.get(k) for k in RECORD_FIELDS_INCLUDED} for r in result.included],
         "omitted": [{k: r.get(k) for k in RECORD_FIELDS_OMITTED} for r in result.omitted],
     }
+    out = shown_ids(out, reveal)
     if as_json:
         emit_json(out)
         return
     click.echo(
-        f"replay of {vis(assembly_id)} under {vis(policy_version)}: {out['assembled_tokens']} tokens "
+        f"replay of {vis(out['assembly_id'])} under {vis(policy_version)}: {out['assembled_tokens']} tokens "
         f"(history replay {out['baseline_tokens']}), selection {out['selection_hash'][:16]}…"
     )
     click.echo(budget_sentence(out["budget"]))
@@ -79,6 +81,7 @@ def diff(assembly_id: str, policy_version: str, against: str, db: str | None,
     """What changes for ASSEMBLY_ID under policy V, against the recording or another version."""
     with _Answers(db, policies_dir) as answers:
         out = answers.diff(assembly_id, policy_version, against=against, reveal=reveal).to_json()
+    out = shown_ids(out, reveal)
     if as_json:
         emit_json(out)
         return
@@ -107,7 +110,7 @@ def bisect(assembly_id: str, record_id: str, good: str | None, bad: str | None,
         result = answers.bisect(assembly_id, record_id, good=good, bad=bad,
                                 record_kind=record_kind)
     if as_json:
-        emit_json(result.to_json())
+        emit_json(shown_ids(result.to_json()))  # bisect has no --reveal: its ids are masked
         return
     _print_bisect(result)
 
@@ -125,8 +128,8 @@ def _value(value: Any) -> str:
 
 
 def _print_bisect(result: Any) -> None:
-    click.echo(f"bisect {vis(result.record_kind)} {vis(result.record_id)} of "
-               f"{vis(result.assembly_id)}, {vis(result.good)} .. {vis(result.bad)} "
+    click.echo(f"bisect {vis(result.record_kind)} {vis(shown_ids(result.record_id))} of "
+               f"{vis(shown_ids(result.assembly_id))}, {vis(result.good)} .. {vis(result.bad)} "
                "(registry order)")
     for step in result.tried:
         mark = "  <- first bad" if step["version"] == result.version else ""
@@ -178,7 +181,8 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
 
     if as_json:
         out = JsonResults("results")
-        found = lambda item: out.add(item.to_json())  # noqa: E731
+        # verify has no --reveal: the ids of every verdict are masked
+        found = lambda item: out.add(shown_ids(item.to_json()))  # noqa: E731
     else:
         found = print_verdict if progress is None else _after_progress(print_verdict)
     stage = "verifying partitions (ray)" if engine == "ray" else "verifying"
@@ -197,7 +201,7 @@ def verify(db: str | None, policies_dir: str | None, filter_expr: str | None, st
     else:
         for runtime, n in sorted(observed.items()):
             click.echo(f"NOT REPLAYABLE {n} request{'s' if n != 1 else ''} recorded by a runtime "
-                       f"({vis(runtime)}, policy observed): its own policy is not modelled yet, "
+                       f"({vis(shown_ids(runtime))}, policy observed): its own policy is not modelled yet, "
                        "so they are counted, not replayed")
         click.echo(f"checked {result.checked}: {result.faithful} faithful, {result.drifted} drifted, "
                    f"{result.inconsistent} inconsistent, {result.not_replayable} not replayable")
@@ -224,8 +228,9 @@ def _after_progress(show: Any) -> Any:
 
 
 def _print_verdict(item: Any) -> None:
-    head = (f"{item.verdict.upper().replace('_', ' ')} {vis(item.assembly_id)} "
-            f"(policy {vis(item.policy_version)}, assembler {vis(item.assembler_version)})")
+    head = (f"{item.verdict.upper().replace('_', ' ')} {vis(shown_ids(item.assembly_id))} "
+            f"(policy {vis(shown_ids(item.policy_version))}, "
+            f"assembler {vis(shown_ids(item.assembler_version))})")
     if item.problems:
         head += f": {'; '.join(item.problems)}"
         if item.hash_mismatch:
@@ -239,12 +244,13 @@ def _print_verdict(item: Any) -> None:
                          ("fixes", "the replay would withhold")):
         found = getattr(item.safety, group)
         if found:
-            listed = ", ".join(f"{vis(f['finding'])} {vis(f['record_id'])}" for f in found)
+            listed = ", ".join(f"{vis(f['finding'])} {vis(shown_ids(f['record_id']))}"
+                               for f in found)
             click.echo(f"  safety, {title}: {listed}")
     for rec in item.records:
         fields = "; ".join(f"{f.field} {_shown(f.recorded)} → {_shown(f.replayed)}"
                            for f in rec.fields)
-        click.echo(f"  {vis(rec.record_kind)} {vis(rec.record_id)}: {fields}")
+        click.echo(f"  {vis(rec.record_kind)} {vis(shown_ids(rec.record_id))}: {fields}")
 
 
 def _shown(value: Any) -> str:
@@ -287,7 +293,7 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
             workers=workers,
             progress=(lambda done, total: progress(stage, done, total)) if progress else None,
         )
-    out = result.to_json()
+    out = shown_ids(result.to_json(), reveal)
     if as_json:
         emit_json(out)
     else:

@@ -126,7 +126,9 @@ def test_ctrl_c_during_ingest_is_one_line_and_leaves_no_store(
     stores.mkdir()
     run = interrupt_at(tmp_path / "hook", "connected", "ingest", str(sample_export),
                        "--db", str(stores / "new.duckdb"))
-    _aborted_cleanly(run)
+    # an ingest says whether its export was stored (tests/cli/test_signals.py)
+    assert run.code == 130, run.stderr_lines
+    assert len(run.stderr_lines) == 1 and run.stderr_lines[0].startswith("interrupted: nothing of")
     assert [p.name for p in stores.iterdir() if not p.name.endswith(".lock")] == []
 
 

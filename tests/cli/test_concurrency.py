@@ -218,8 +218,9 @@ def test_sigterm_at_any_step_before_the_commit_cleans_up_like_an_error(
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143
+    export_id = json.loads((big_export / "manifest.json").read_text())["export_id"]
     assert err.strip().splitlines() == [
-        f"ingest into {store} stopped by SIGTERM; the store is unchanged"
+        f"interrupted: nothing of export {export_id} stored in {store}"
     ]
     assert not store.with_name(store.name + ".lock").exists()
     assert _scratch(store, proc.pid) == []
