@@ -10,7 +10,7 @@ folder of the benchmark's own), so `list` times reading it, not ingesting it. Ru
     python benchmarks/bench_startup.py [--runs 9]
 
 To time other code with the same interpreter (e.g. the previous commit, for a "before"),
-put its checkout first on the path: ``PYTHONPATH=/tmp/before python benchmarks/...``
+put its checkout first on the path: ``PYTHONPATH=BEFORE_DIR python benchmarks/...``
 (the console script then imports that checkout's packages).
 
 Goal (issue 26): `--help` within 1.5x of importing DuckDB, `list` within 2x.
