@@ -65,14 +65,23 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
     return frozenset(hosts)
 
 
+def public_url(host: str, port: int) -> str:
+    """``http://host:port`` with an IPv6 literal bracketed."""
+    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{name}:{port}"
+
+
 class LocalServer(Server):
     """A textual-serve ``Server`` whose page loads nothing from another host, and that
     answers only requests carrying its token and naming it in Host and Origin."""
 
     def __init__(self, command: str, *, host: str, port: int, title: str,
                  listening: Callable[[str], None]) -> None:
+        # textual-serve writes ``http://HOST:PORT``, which for an IPv6 address (``::1``) is
+        # no URL at all: the literal goes in brackets (RFC 3986), here and in the page's
+        # websocket address, which is built from the same public URL.
         super().__init__(command, host=host, port=port, title=title,
-                         templates_path=TEMPLATES)
+                         templates_path=TEMPLATES, public_url=public_url(host, port))
         self._listening = listening
         self.token = secrets.token_urlsafe(32)
         self.hosts = allowed_hosts(host, port)

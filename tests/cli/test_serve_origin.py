@@ -145,3 +145,13 @@ def test_the_names_of_the_served_address() -> None:
     assert allowed_hosts("127.0.0.1", 8000) == allowed_hosts("localhost", 8000)
     assert allowed_hosts("192.168.1.5", 80) == {"192.168.1.5:80", "192.168.1.5"}
     assert "evil.example:8000" not in allowed_hosts("0.0.0.0", 8000)
+
+
+def test_an_ipv6_address_is_bracketed_in_the_printed_url() -> None:
+    """``serve --host ::1`` prints a URL a browser can open: the literal in brackets, and the
+    page's websocket address (built from the same URL) follows."""
+    from inspector.web import allowed_hosts, public_url
+
+    assert public_url("::1", 8765) == "http://[::1]:8765"
+    assert public_url("localhost", 8000) == "http://localhost:8000"
+    assert "[::1]:8765" in allowed_hosts("::1", 8765)
