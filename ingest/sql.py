@@ -46,10 +46,12 @@ def session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     draws on the process's standard output during a long query, in the middle of a
     command's JSON, and times in UTC.
 
-    The progress bar goes first: DuckDB takes it only as a connection's setting (``connect``
-    refuses it in ``config``: "Could not set option as a global option"), so the statement
-    that turns it off is the only one that could ever draw it."""
+    The bar's printing is what goes off (``enable_progress_bar_print``), not only the bar:
+    setting ``progress_bar_time`` later, by us or a library, turns the bar back on, never
+    its printing. DuckDB takes both only as a connection's setting (``connect`` refuses them
+    in ``config``: "Could not set option as a global option")."""
     con.execute("SET enable_progress_bar = false")
+    con.execute("SET enable_progress_bar_print = false")
     con.execute("SET TimeZone = 'UTC'")
     return con
 

@@ -3,12 +3,13 @@ every query of every connection and cursor (and of the worker processes it start
 check that a command's standard output holds its answer alone.
 
 DuckDB draws its bar on the process's standard output once a query runs longer than
-``progress_bar_time`` ms (which also turns the bar on). Here that is 0 ms on every
-connection (``duckdb.connect``), every cursor (``.cursor()``) and the module's default
-connection, from the moment each is made. The one statement not drawn is the one that turns
-the bar off (``ingest.sql.session``'s first): in a real run it is the first statement of a
-connection, and no SET takes DuckDB's 2 s. Any other statement run on a connection that
-never turned it off, or before it did, draws the bar.
+``progress_bar_time`` ms, and setting that threshold turns the bar back on. Here it is 0 ms
+on every connection (``duckdb.connect``), every cursor (``.cursor()``) and the module's
+default connection from the moment each is made, and it is set again after every setting
+the product itself makes: whatever the product's settings are and in whatever order it
+makes them, the bar is on, at 0 ms, for every statement after them. What keeps the output
+clean must be a setting the threshold does not undo (the bar's printing turned off), not
+the order of two statements.
 
 The hook is a ``sitecustomize`` module on PYTHONPATH, so the worker processes a compare or
 verify starts (spawned: fresh interpreters) run it too."""
@@ -54,8 +55,14 @@ _execute = duckdb.DuckDBPyConnection.execute
 
 
 def _execute_drawing(self, query, *args, **kwargs):
-    if isinstance(query, str) and "".join(query.split()).lower() == "setenable_progress_bar=false":
-        return _silenced(lambda: _execute(self, query, *args, **kwargs))
+    if isinstance(query, str) and query.lstrip()[:4].lower() == "set ":
+        # One of the product's own settings: not drawn (no SET takes DuckDB's default 2 s
+        # in a real run), and the bar back on at 0 ms after it.
+        def setting_then_threshold():
+            result = _execute(self, query, *args, **kwargs)
+            _execute(self, "SET progress_bar_time = 0")
+            return result
+        return _silenced(setting_then_threshold)
     return _execute(self, query, *args, **kwargs)
 
 
