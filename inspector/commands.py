@@ -21,9 +21,10 @@ from textual.content import Content
 
 from ingest.errors import ContextlensError
 from ingest.filters import AssemblyFilter, Term
-from readmodel.ids import NO_AFFIXES, short_id
+from readmodel.ids import NO_AFFIXES
 
-from .widgets.safe import one_line
+from .served import is_served
+from .widgets.id_text import IdText
 
 if TYPE_CHECKING:
     from .app import ContextLensApp
@@ -53,11 +54,14 @@ class Command:
 
 @dataclass(frozen=True)
 class Focus:
-    """The request the palette's per-request commands act on."""
+    """The request the palette's per-request commands act on (``shown``: its id as the
+    palette names it, masked unless revealed; the real one is what the commands use)."""
 
     assembly_id: str
     conversation_id: str | None
     policy_version: str | None
+    shown: str = ""
+    shown_conversation: str = ""
 
 
 def focused_assembly(screen: Any) -> str | None:
@@ -96,6 +100,7 @@ class ContextLensCommands(Provider):
     async def startup(self) -> None:
         app: ContextLensApp = self.app  # type: ignore[assignment]
         assembly_id = focused_assembly(self.screen)
+        reveal = bool(app.reveal)
 
         def load() -> tuple[list[list[str]], list[str], Focus | None, tuple[str, str]]:
             from readmodel.applicable import request_policies, store_policies
@@ -119,7 +124,10 @@ class ContextLensCommands(Provider):
                     mine = request_policies(answers, assembly_id).versions()
                 except ContextlensError:
                     row = {}
-                focus = Focus(assembly_id, row.get("conversation_id"), row.get("policy_version"))
+                ids = IdText(reveal, affixes)
+                focus = Focus(assembly_id, row.get("conversation_id"), row.get("policy_version"),
+                              ids(assembly_id, 60, assembly=True),
+                              ids(row.get("conversation_id"), 80))
             return families, mine, focus, affixes
 
         try:
@@ -181,7 +189,7 @@ class ContextLensCommands(Provider):
         focus = self.focus
         if focus is None:
             return
-        shown = one_line(short_id(focus.assembly_id, self.affixes), 60)
+        shown = focus.shown
         recorded = focus.policy_version
         versions = list(self.request_versions)
         yield Command(f"Replay {shown} under a version…",
@@ -201,13 +209,15 @@ class ContextLensCommands(Provider):
                         f"{recorded} (B)",
                         lambda v=version: app.open_diff(focus.assembly_id, recorded, v),
                         discover=False)
-        yield Command(f"Bundle {shown} for a colleague…",
-                      "An incident bundle: the request's rows, blobs, policies and report.md (u)",
-                      lambda: app.open_bundle(focus.assembly_id))
+        if not is_served():
+            # a browser's session writes no bundle (``ContextLensApp.open_bundle``): the
+            # palette does not offer what would only be refused
+            yield Command(f"Bundle {shown} for a colleague…",
+                          "An incident bundle: the request's rows, blobs, policies and "
+                          "report.md (u)",
+                          lambda: app.open_bundle(focus.assembly_id))
         if focus.conversation_id:
-            yield Command(f"Go to the conversation of {shown}",
-                          one_line(short_id(focus.conversation_id, self.affixes,
-                                            prefix_only=True), 80),
+            yield Command(f"Go to the conversation of {shown}", focus.shown_conversation,
                           lambda: app.open_conversation(focus.conversation_id,
                                                         focus.assembly_id))
 
@@ -252,11 +262,14 @@ class ContextLensCommands(Provider):
         if len(word) < 2:
             return
         app: ContextLensApp = self.app  # type: ignore[assignment]
+        ids = IdText(bool(app.reveal), self.affixes)  # hits name ids as every screen does
 
         def look_up() -> list[tuple[str, str]]:
             flt = AssemblyFilter((Term(None, word),), word)
             page = app.answers().requests(flt, limit=ID_HITS, counts=(0, 0))
-            return [(k["assembly_id"], k["conversation_id"]) for k in page.keys.to_pylist()]
+            rows = [(k["assembly_id"], k["conversation_id"]) for k in page.keys.to_pylist()]
+            ids.warm(v for row in rows for v in row)  # judged here, off the UI thread
+            return rows
 
         try:
             rows = await asyncio.to_thread(look_up)
@@ -269,14 +282,13 @@ class ContextLensCommands(Provider):
                 conversations.setdefault(conversation_id, assembly_id)
             if needle not in assembly_id.lower():
                 continue  # found by its tags or model: not what an id search asks for
-            name = f"Open assembly {one_line(short_id(assembly_id, self.affixes), 80)}"
+            name = f"Open assembly {ids(assembly_id, 80, assembly=True)}"
             score = max(matcher.match(name), 0.6)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda a=assembly_id: app.open_assembly(a), text=name,
                       help="Its context, omissions, trace and prompt")
         for conversation_id, assembly_id in conversations.items():
-            name = ("Go to conversation "
-                    f"{one_line(short_id(conversation_id, self.affixes, prefix_only=True), 80)}")
+            name = f"Go to conversation {ids(conversation_id, 80)}"
             score = max(matcher.match(name), 0.5)
             yield Hit(score, plain_hit_text(matcher, name),
                       lambda c=conversation_id, a=assembly_id: app.open_conversation(c, a),

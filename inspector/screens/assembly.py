@@ -40,6 +40,7 @@ from readmodel.masking import Masker, masked_ids
 
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
+from ..widgets.id_text import IdText
 from ..widgets.assembly_view import (AssemblyContent, assembly_content, budget_line, explain,
                                      recorded_tokens_line, shown_ids, token_shape_line)
 from ..widgets.omitted_tree import OmittedTree
@@ -112,14 +113,16 @@ SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "cyan"
 
 
 def findings_line(findings: list[dict[str, Any]],
-                  affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+                  affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> Text:
     """``⚠ lint stale_as_current: memory mem-014, mem-015 · …``: each rule with its records,
-    the most severe first (``contextlens lint`` has the details)."""
+    the most severe first (``contextlens lint`` has the details); ids as ``ids`` shows
+    them (masked when not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     # each rule's records by kind, the kind said once (an 80-column line keeps more ids)
     by_rule: dict[tuple[str, str], dict[str, list[str]]] = {}
     for f in findings:
         kind = str(f.get("record_kind"))
-        record = short_id(f.get("record_id"), affixes, prefix_only=True)
+        record = ids(f.get("record_id"), None)
         by_rule.setdefault((str(f.get("severity")), str(f.get("rule"))), {}).setdefault(
             str(KIND_SHORT.get(kind, kind)), []).append(record)
     line = Text()
@@ -184,6 +187,16 @@ class AssemblyScreen(Screen[None]):
             timer.stop()
         self._findings_timer: Timer | None = None
 
+    def ids(self) -> IdText:
+        """How this screen displays ids now: masked unless the app reveals, without the
+        store's affixes (one ``IdText`` per reveal state and store, so each id is judged
+        once)."""
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        ids = getattr(self, "_id_text", None)
+        if ids is None or (ids.reveal, ids.affixes) != (reveal, self._affixes):
+            ids = self._id_text = IdText(reveal, self._affixes)
+        return ids
+
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
@@ -244,7 +257,7 @@ class AssemblyScreen(Screen[None]):
         if self._load():
             return
         self.query_one("#assembly-header", Static).update(
-            f"assembly {one_line(assembly_id, 120)} · loading…")
+            f"assembly {self.ids()(assembly_id, 120, assembly=True)} · loading…")
         # the last assembly's records go at once; the Context table is kept, emptied, to be
         # refilled in place
         for table in self.query("#context-table").results(DataTable):
@@ -418,10 +431,10 @@ class AssemblyScreen(Screen[None]):
             header.append(f"  ·  {safe_text(table_time(when))} UTC")
         header.append(f"  ·  conversation {short(a.get('conversation_id'), 80)}")
         header.append(f" / {short(a.get('branch_id'), 60)}", style="dim")
-        if affixes != NO_AFFIXES:
+        note = self.ids().affixes_note()
+        if note is not None:
             # as the request list: what the ids shown leave out, so one can be typed whole
-            header.append(f"  ·  ids short for {one_line(affixes[0], 40)}…{one_line(affixes[1], 20)}",
-                          style="dim")
+            header.append(f"  ·  {note}", style="dim")
         if self._loaded:
             header.append("\n")
             header.append_text(budget_line(self._budget))
@@ -435,7 +448,7 @@ class AssemblyScreen(Screen[None]):
             header.append_text(recorded)
         if self._findings:
             header.append("\n")
-            header.append_text(findings_line(self._findings, affixes))
+            header.append_text(findings_line(self._findings, affixes, self.ids()))
         self.query_one("#assembly-header", Static).update(header)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -452,7 +465,8 @@ class AssemblyScreen(Screen[None]):
 
     def on_assembly_failed(self, message: AssemblyFailed) -> None:
         self.add_class("-failed")
-        self.query_one("#assembly-header", Static).update(Text(safe_text(message.error), style="bold red"))
+        self.query_one("#assembly-header", Static).update(
+            Text(self.ids().prose(message.error), style="bold red"))  # it names the id
         self.query_one(RecordPanel).show_message(message.error)
         self._show_now()
 
@@ -542,8 +556,8 @@ class AssemblyScreen(Screen[None]):
 
     def _fill_omitted(self, rows: list[dict[str, Any]]) -> None:
         # each row's id as shown beside the whole one (its data, to select by)
-        shown = [{**r, "shown_id": short_id(r["record_id"], self._affixes, prefix_only=True)}
-                 for r in rows]
+        ids = self.ids()
+        shown = [{**r, "shown_id": ids(r["record_id"], None)} for r in rows]
         self.query_one("#omitted-tree", OmittedTree).show_groups(shown)
 
     def on_prompt_rendered(self, message: PromptRendered) -> None:
@@ -636,7 +650,7 @@ class AssemblyScreen(Screen[None]):
         link = event.link
         if link.get("broken"):
             self.notify(
-                f"{safe_text(link.get('kind'))} {one_line(link.get('id'), 80)} is missing from the export "
+                f"{safe_text(link.get('kind'))} {self.ids()(link.get('id'), 80)} is missing from the export "
                 "(broken provenance): there is no record to open.",
                 severity="warning",
                 markup=False,

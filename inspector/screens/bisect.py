@@ -23,8 +23,9 @@ from textual.widgets import Input, Static
 
 from ingest.errors import ContextlensError
 from readmodel import BisectNeedsStart, BisectResult
-from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 from .replay import IdsKnown
 
@@ -132,11 +133,15 @@ class BisectScreen(ModalScreen[None]):
 
     def title_text(self) -> Text:
         """``Bisect message m0 of r5``: the ids as the assembly screen shows them."""
-        record = short_id(self.record_id, self.affixes, prefix_only=True)
+        ids = self.ids()
         title = Text("Bisect ", style="bold")
-        title.append(f"{safe_text(self.record_kind)} {one_line(record, 80)}", style="bold")
-        title.append(f" of {one_line(short_id(self.assembly_id, self.affixes), 80)}", style="bold")
+        title.append(f"{safe_text(self.record_kind)} {ids(self.record_id, 80)}", style="bold")
+        title.append(f" of {ids(self.assembly_id, 80, assembly=True)}", style="bold")
         return title
+
+    def ids(self) -> IdText:
+        """Ids as the assembly screen shows them: masked unless the app reveals."""
+        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="bisect-dialog"):
@@ -192,7 +197,7 @@ class BisectScreen(ModalScreen[None]):
             return
         # the ids it names as the title names them (IdsKnown came first)
         self.query_one("#bisect-body", Static).update(
-            Text(f"Cannot bisect: {safe_text(short_text(message.error, self.affixes))}",
+            Text(f"Cannot bisect: {self.ids().prose(message.error)}",
                  style="bold red"))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

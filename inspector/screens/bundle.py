@@ -11,6 +11,8 @@ mount); the default folder keeps the whole id, a name unique across sessions.
 
 from __future__ import annotations
 
+import hashlib
+
 from pathlib import Path
 
 from rich.text import Text
@@ -24,9 +26,10 @@ from textual.widgets import Input, Static
 
 from ingest.errors import ContextlensError
 from readmodel.bundle import BundleResult, default_folder, write_bundle
-from readmodel.ids import NO_AFFIXES, short_id, store_id_affixes
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 
-from ..widgets.safe import one_line, safe_text
+from ..widgets.id_text import IdText
+from ..widgets.safe import safe_text
 from .replay import IdsKnown
 
 
@@ -78,16 +81,28 @@ class BundleScreen(ModalScreen[None]):
         self.error: str | None = None
         self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (IdsKnown)
 
+    def ids(self) -> IdText:
+        """Ids as this dialog shows them: masked unless the bundle is revealed."""
+        return IdText(self.reveal, self.affixes)
+
     def title_text(self) -> Text:
         title = Text("Incident bundle of ", style="bold")
-        title.append(one_line(short_id(self.assembly_id, self.affixes), 60), style="bold")
+        title.append(self.ids()(self.assembly_id, 60, assembly=True), style="bold")
         return title
+
+    def default_folder(self) -> Path:
+        """``./bundle-<id>``; for a secret-shaped id, masked, a hash of it instead (the
+        folder's name is shown, and lands on disk)."""
+        if self.reveal or self.ids().masked(self.assembly_id) == self.assembly_id:
+            return default_folder(Path.cwd(), self.assembly_id)
+        digest = hashlib.sha256(self.assembly_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return Path.cwd() / f"bundle-masked-{digest[:12]}"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bundle-dialog"):
             yield Static(self.title_text(), classes="dialog-title", id="bundle-title")
             yield Static("Folder to write (new or empty):")
-            yield Input(str(default_folder(Path.cwd(), self.assembly_id)), id="bundle-folder")
+            yield Input(str(self.default_folder()), id="bundle-folder")
             yield Static("Replay under policy version (optional), for the report's diff:")
             yield Input(placeholder="e.g. v6", id="bundle-policy")
             what = (Text("REVEALED: restricted content and secrets go into the bundle "
@@ -151,4 +166,5 @@ class BundleScreen(ModalScreen[None]):
         self.error = message.error
         self.add_class("-failed")
         self.query_one("#bundle-status", Static).update(
-            Text(f"Cannot write the bundle: {safe_text(message.error)}", style="bold red"))
+            Text(f"Cannot write the bundle: {self.ids().prose(message.error)}",
+                 style="bold red"))  # it may name the request

@@ -33,10 +33,12 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, CompareCancelled, CompareResult, PolicyInfo
-from readmodel.ids import NO_AFFIXES, short_id, short_ids, store_id_affixes
+from readmodel.ids import NO_AFFIXES, short_ids, store_id_affixes
+from readmodel.masking import Masker, masked_ids
 from readmodel.progress import ProgressClock
 
-from ..widgets.arrow_table import arrow_table
+from ..widgets.arrow_table import arrow_table, refill
+from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 from .replay import PolicyPicker, ReplayChoice, policy_prompt
 
@@ -334,14 +336,18 @@ class CompareFailed(Message):
         self.error = error
 
 
-def safety_text(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) -> Text:
-    """The safety block: each group's findings, their requests and records."""
+def safety_text(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES,
+                ids: IdText | None = None) -> Text:
+    """The safety block: each group's findings, their requests and records; ids as ``ids``
+    shows them (the result's are masked as it was run; ``ids`` masks them again when the
+    app masks since)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     text = Text()
     groups = [(key, title, style, result.safety.get(key) or ())
               for key, title, style in SAFETY_TITLES]
     if not any(items for *_, items in groups):
         text.append("safety: none", style="bold green")
-        return _over_window(text, result, affixes)
+        return _over_window(text, result, affixes, ids)
     text.append("safety", style="bold")
     for key, title, style, items in groups:
         if not items:
@@ -351,21 +357,22 @@ def safety_text(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) ->
         for g in items:
             text.append(f"\n  {safe_text(g['finding'])}", style="bold")
             text.append(f": {g['findings']} in {g['requests']} requests, e.g. "
-                        f"{', '.join(one_line(short_id(r, affixes), 40) for r in g['example_requests'])}")
-            records = ", ".join(f"{safe_text(short_id(r['record_id'], affixes, prefix_only=True))} "
+                        f"{', '.join(ids(r, 40, assembly=True) for r in g['example_requests'])}")
+            records = ", ".join(f"{ids(r['record_id'], None)} "
                                 f"({r['requests']})"
                                 for r in g["records"])
             text.append(f"\n    {one_line(records, 300)}", style="dim")
-    return _over_window(text, result, affixes)
+    return _over_window(text, result, affixes, ids)
 
 
 def _over_window(text: Text, result: CompareResult,
-                 affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+                 affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> Text:
     """After safety, the requests B sends past the model's context window (they would have
     failed), with a few of them."""
+    ids = ids if ids is not None else IdText(False, affixes)
     over = result.over_context_window or {}
     if over.get("requests"):
-        examples = ", ".join(f"{one_line(short_id(e['assembly_id'], affixes), 40)} "
+        examples = ", ".join(f"{ids(e['assembly_id'], 40, assembly=True)} "
                              f"({e['tokens_b']:,} > {e['context_limit']:,})"
                              for e in over.get("examples") or ())
         n = over["requests"]
@@ -403,13 +410,15 @@ def aggregates_text(result: CompareResult) -> Text:
     return text
 
 
-def most_changed_table(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES) -> pa.Table:
-    """The most-changed requests, each id shown as the request list shows it."""
+def most_changed_table(result: CompareResult, affixes: tuple[str, str] = NO_AFFIXES,
+                       reveal: bool = False) -> pa.Table:
+    """The most-changed requests, each id shown as the request list shows it (masked
+    unless ``reveal``: ``masked_ids``, columnar)."""
     columns = {label: pa.array([row[key] for row in result.most_changed],
                                pa.string() if key == "assembly_id" else pa.int64())
                for label, key in MOST_CHANGED_COLUMNS}
     label = next(label for label, key in MOST_CHANGED_COLUMNS if key == "assembly_id")
-    columns[label] = short_ids(columns[label], *affixes)
+    columns[label] = short_ids(masked_ids(columns[label], Masker(reveal)), *affixes)
     return pa.table(columns)
 
 
@@ -487,6 +496,7 @@ class CompareScreen(Screen[None]):
         self._seen = (0, 0)  # (done, total) of the last progress report
         self._clock = ProgressClock()  # the run's start: rate and time left
         self._run = 0  # which run is on screen (R starts another)
+        self._affixes: tuple[str, str] = NO_AFFIXES  # the store's (CompareFinished)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -509,7 +519,22 @@ class CompareScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self.start()
+
+    def _reveal_changed(self, reveal: bool) -> None:
+        """Masked again: the ids of a result run revealed are shown masked (a result run
+        masked stays so until R: it holds no more)."""
+        if self.result is not None and not reveal:
+            self._show_ids(self.result)
+
+    def _show_ids(self, result: CompareResult) -> None:
+        """The safety block and the most-changed table, ids as the app shows them now."""
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        self.query_one("#compare-safety", Static).update(
+            safety_text(result, self._affixes, IdText(reveal, self._affixes)))
+        for table in self.query("#compare-table").results(DataTable):
+            refill(table, most_changed_table(result, self._affixes, reveal), keep_view=True)
 
     def start(self) -> None:
         self.running, self.cancelled, self.result = True, False, None
@@ -585,14 +610,18 @@ class CompareScreen(Screen[None]):
         self.set_class(bool(result.safety["regressions"]), "-regressed")
         bar = self.query_one("#compare-progress", ProgressBar)
         bar.update(total=max(result.requests, 1), progress=max(result.requests, 1))
-        self.query_one("#compare-safety", Static).update(safety_text(result, message.affixes))
+        self._affixes = message.affixes
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        self.query_one("#compare-safety", Static).update(
+            safety_text(result, message.affixes, IdText(reveal, message.affixes)))
         self.query_one("#compare-aggregates", Static).update(aggregates_text(result))
         self.query_one("#compare-histogram", Static).update(
             histogram_text(result.tokens["per_request"]["histogram"]))
         holder = self.query_one("#compare-holder")
         await holder.remove_children()
         if result.most_changed:
-            table = arrow_table(most_changed_table(result, message.affixes), id="compare-table",
+            table = arrow_table(most_changed_table(result, message.affixes, reveal),
+                                id="compare-table",
                                 max_column_content_width=40)
             await holder.mount(table)
             table.focus()

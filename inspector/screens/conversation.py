@@ -19,9 +19,10 @@ from textual.widgets.tree import TreeNode
 
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
-from readmodel.ids import NO_AFFIXES, natural_key, short_id, store_id_affixes
+from readmodel.ids import NO_AFFIXES, natural_key, store_id_affixes
 from readmodel.times import recorded_time
 
+from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, readable_line, safe_text
 
 PREVIEW_WIDTH = 48  # a request's last user message or tool result, on its line
@@ -50,9 +51,12 @@ class ConversationLoaded(Message):
         participants: dict[str, dict[str, Any]] | None = None,
         requests: dict[str, dict[str, Any]] | None = None,
         affixes: tuple[str, str] = NO_AFFIXES,
+        ids: IdText | None = None,
     ) -> None:
         super().__init__()
         self.affixes = affixes  # the store's id affixes (readmodel.ids)
+        # how ids are displayed (masked unless revealed), judged by the worker
+        self.ids = ids if ids is not None else IdText(False, affixes)
         self.conversation = conversation
         self.branches = branches
         self.runs = runs
@@ -129,6 +133,20 @@ def _ordered(rows: list[dict[str, Any]], when: str, id_key: str) -> list[dict[st
                                        natural_key("" if r.get(id_key) is None else str(r[id_key]))))
 
 
+def _shown_ids(view: Any) -> list[Any]:
+    """Every id (and name) the screen shows of a conversation view: judged by the worker."""
+    values: list[Any] = [view.conversation_id, (view.conversation or {}).get("owner_id")]
+    for b in view.branches:
+        values += [b.get("branch_id"), b.get("name"), b.get("parent_branch_id"),
+                   b.get("fork_message_id")]
+    for r in view.runs:
+        values += [r.get("model_run_id"), r.get("participant_id"), r.get("provider"),
+                   r.get("model")]
+    for a in view.assemblies:
+        values += [a.get("assembly_id"), a.get("policy_version"), a.get("scenario")]
+    return [v for v in values if v is not None]
+
+
 class ConversationScreen(Screen[None]):
     """Branches, runs and assemblies of one conversation; Enter opens an assembly."""
 
@@ -154,11 +172,9 @@ class ConversationScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(
-            f"conversation {one_line(self.conversation_id, ID_WIDTH)} · loading…",
-            id="conversation-header", markup=False,
-        )
-        tree: Tree[dict[str, Any]] = Tree(Text(one_line(self.conversation_id, ID_WIDTH)), id="conversation-tree")
+        shown = IdText(bool(self.app.reveal))(self.conversation_id, ID_WIDTH)  # type: ignore[attr-defined]
+        yield Static(f"conversation {shown} · loading…", id="conversation-header", markup=False)
+        tree: Tree[dict[str, Any]] = Tree(Text(shown), id="conversation-tree")
         yield tree
         yield Footer()
 
@@ -177,25 +193,28 @@ class ConversationScreen(Screen[None]):
             self.post_message(ConversationFailed(str(err)))
             return
         by_id = {r["assembly_id"]: r for r in requests.to_pylist()}
+        ids = IdText(reveal, affixes).warm(_shown_ids(view))
         self.post_message(ConversationLoaded(
             dict(view.conversation) if view.conversation is not None else None,
             [dict(b) for b in view.branches], [dict(r) for r in view.runs],
             [dict(a) for a in view.assemblies], [dict(c) for c in view.compactions],
-            {k: dict(v) for k, v in view.participants.items()}, by_id, affixes,
+            {k: dict(v) for k, v in view.participants.items()}, by_id, affixes, ids,
         ))
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
         self._focus_pending = False
-        self.query_one("#conversation-header", Static).update(Text(safe_text(message.error), style="bold red"))
+        error = IdText(bool(self.app.reveal)).prose(message.error)  # type: ignore[attr-defined]
+        self.query_one("#conversation-header", Static).update(Text(error, style="bold red"))
 
     def on_conversation_loaded(self, message: ConversationLoaded) -> None:
         conv = message.conversation or {}
+        ids = message.ids
         header = Text()
-        header.append(f"conversation {one_line(self.conversation_id, ID_WIDTH)}", style="bold")
+        header.append(f"conversation {ids(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
             header.append(f"  “{readable_line(conv['title'], 80)}”")
         if conv.get("owner_id"):
-            header.append(f"  ·  owner {one_line(conv['owner_id'], ID_WIDTH)}", style="dim")
+            header.append(f"  ·  owner {ids(conv['owner_id'], ID_WIDTH)}", style="dim")
         header.append(
             "  ·  " + ", ".join(
                 _count(len(items), noun)
@@ -207,13 +226,11 @@ class ConversationScreen(Screen[None]):
         )
         participants = {r.get("participant_id") for r in message.runs}
         if len(message.runs) > 1 and len(participants) == 1:
-            who = short_id(participants.pop(), message.affixes, prefix_only=True)
-            header.append(f"  ·  every run by {one_line(who, ID_WIDTH)}", style="dim")
-        prefix, suffix = message.affixes
-        if prefix or suffix:
+            header.append(f"  ·  every run by {ids(participants.pop(), ID_WIDTH)}", style="dim")
+        note = ids.affixes_note()
+        if note is not None:
             # as the request list: what the ids shown leave out, so one can be typed whole
-            header.append(f"  ·  ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}",
-                          style="dim")
+            header.append(f"  ·  {note}", style="dim")
         self.query_one("#conversation-header", Static).update(header)
         self._build_tree(message)
 
@@ -227,11 +244,12 @@ class ConversationScreen(Screen[None]):
         participants = {r.get("participant_id") for r in message.runs}
         one_participant = len(message.runs) > 1 and len(participants) == 1
 
-        def short(value: Any, assembly: bool = False) -> str:
-            return short_id(value, message.affixes, prefix_only=not assembly)
+        ids = message.ids  # every id shown through it: masked unless revealed, short
 
-        root_label = Text(f"conversation {one_line(short(self.conversation_id), ID_WIDTH)}",
-                          style="bold")
+        def short(value: Any, assembly: bool = False) -> str:
+            return ids(value, ID_WIDTH, assembly=assembly)
+
+        root_label = Text(f"conversation {short(self.conversation_id)}", style="bold")
         if conv.get("title"):
             root_label.append(f"  {readable_line(conv['title'], 60)}", style="dim")
         tree.root.set_label(root_label)
@@ -282,7 +300,7 @@ class ConversationScreen(Screen[None]):
             for a in items:
                 label = Text()
                 label.append("◆ assembly ", style="magenta")
-                label.append(one_line(short(a["assembly_id"], assembly=True), ID_WIDTH), style="bold")
+                label.append(short(a["assembly_id"], assembly=True), style="bold")
                 req = message.requests.get(a["assembly_id"], {})
                 if req.get("assembled_tokens") is not None:
                     label.append(f"  {int(req['assembled_tokens']):,} tok", style="bold")
@@ -290,9 +308,9 @@ class ConversationScreen(Screen[None]):
                     label.append(f"  {_count(int(req['tool_calls']), 'tool call')}")
                 if req.get("preview"):  # what the request answers, before when and how
                     label.append(f"  “{readable_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
-                label.append(f"  policy {one_line(a.get('policy_version'), 40)}")
+                label.append(f"  policy {ids(a.get('policy_version'), 40)}")
                 if a.get("scenario"):
-                    label.append(f"  {one_line(a['scenario'], 60)}", style="cyan")
+                    label.append(f"  {ids(a['scenario'], 60)}", style="cyan")
                 when = recorded_time(a)  # None: the log records no time (never a made-up one)
                 if when is not None:
                     label.append(f"  {safe_text(table_time(when))}", style="dim")
@@ -306,16 +324,16 @@ class ConversationScreen(Screen[None]):
             subagent = subagent_of(participant_id, message.participants.get(participant_id))
             label = Text()
             label.append("run ", style="blue")
-            label.append(one_line(short(run["model_run_id"]), ID_WIDTH), style="bold")
+            label.append(short(run["model_run_id"]), style="bold")
             label.append(f"  {safe_text(run.get('runtime_kind'))}")
             if subagent is None:
                 if not one_participant:
-                    label.append(f"  {one_line(short(participant_id), ID_WIDTH)}", style="cyan")
+                    label.append(f"  {short(participant_id)}", style="cyan")
             else:
-                label.append(f"  subagent {one_line(subagent[0], ID_WIDTH)}", style="cyan")
+                label.append(f"  subagent {ids(subagent[0], ID_WIDTH)}", style="cyan")
             status = safe_text(run.get("status"))
             label.append(f"  {status}", style=STATUS_STYLE.get(status, ""))
-            label.append(f"  {one_line(run.get('provider'), 40)}/{one_line(run.get('model'), 60)}", style="dim")
+            label.append(f"  {ids(run.get('provider'), 40)}/{ids(run.get('model'), 60)}", style="dim")
             run_node = node.add(label, data={"type": "run", "id": run["model_run_id"]}, expand=True)
             add_assemblies(run_node, assemblies_by_run.get(run["model_run_id"], []))
             add_children(run_node, child_runs.get(run["model_run_id"], []))
@@ -334,12 +352,12 @@ class ConversationScreen(Screen[None]):
             for pid, members in groups.items():
                 agent, desc = subagent_of(pid, message.participants.get(pid)) or (pid, "")
                 label = Text("↳ subagent ", style="bold magenta")
-                label.append(one_line(agent, ID_WIDTH), style="bold magenta")
+                label.append(ids(agent, ID_WIDTH), style="bold magenta")
                 if desc:
-                    label.append(f"  {one_line(desc, 60)}")
+                    label.append(f"  {one_line(ids.masked(desc), 60)}")
                 label.append(f"  {_count(len(members), 'run')}", style="dim")
                 if agent != pid:
-                    label.append(f"  participant {one_line(pid, ID_WIDTH)}", style="dim")
+                    label.append(f"  participant {ids(pid, ID_WIDTH)}", style="dim")
                 group = node.add(label, data={"type": "subagent", "id": pid}, expand=True)
                 for child in members:
                     add_run(group, child)
@@ -349,14 +367,14 @@ class ConversationScreen(Screen[None]):
         def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
             label = Text()
             label.append("branch ", style="green")
-            label.append(one_line(short(branch["branch_id"]), ID_WIDTH), style="bold")
+            label.append(short(branch["branch_id"]), style="bold")
             if branch.get("name"):
-                label.append(f"  “{one_line(branch['name'], 40)}”")
+                label.append(f"  “{one_line(ids.masked(branch['name']), 40)}”")
             if branch.get("parent_branch_id"):
                 fork = branch.get("fork_message_id")
                 label.append(
-                    f"  forked from {one_line(short(branch['parent_branch_id']), ID_WIDTH)}"
-                    + (f" at {one_line(short(fork), ID_WIDTH)}" if fork else ""),
+                    f"  forked from {short(branch['parent_branch_id'])}"
+                    + (f" at {short(fork)}" if fork else ""),
                     style="dim",
                 )
             branch_node = node.add(label, data={"type": "branch", "id": branch["branch_id"]}, expand=True)

@@ -31,10 +31,11 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, DiffView, EffectiveBudget
-from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import budget_line
+from ..widgets.id_text import IdText
 from ..widgets.record_panel import KIND_SHORT, decision_summary
 from ..widgets.safe import one_line, safe_text
 
@@ -59,6 +60,10 @@ FULL_CELL = 40  # the widest a cell of the full table is shown
 SCROLLBAR = 2
 CELL_PADDING = 2  # the table pads each cell by one column on each side
 MIN_CELL = 6  # a narrowed column keeps this many cells (its text ends with …)
+# the full table's columns that may be cut to fit (with …), and the cells each keeps: a
+# rendering or a reason still reads; ids, positions and tokens are never cut
+WIDE_SHRINKABLE = frozenset({"A", "A reason", "B", "B reason"})
+WIDE_FLOOR = 12
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -89,10 +94,12 @@ def change_rows(
     safety_keys: set[tuple[str, str]],
     labels: dict[tuple[str, str], str],
     affixes: tuple[str, str] = NO_AFFIXES,
+    ids: IdText | None = None,
 ) -> pa.Table:
     """The table the screen shows: one row per change, A then B. One assembly's records
     (bounded), so a Python pass is fine here. Record ids as every screen shows them
-    (``readmodel.ids``)."""
+    (``IdText``: masked when ``ids`` is not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     cols: dict[str, list[Any]] = {name: [] for name in (
         "change", "kind", "record", "A", "A reason", "A #", "B", "B reason", "B #", "tokens", "label"
     )}
@@ -102,7 +109,7 @@ def change_rows(
         b_shown, b_reason, b_pos, b_tok = side_cells(change.get("b"))
         cols["change"].append((SAFETY_MARK if key in safety_keys else "") + str(change["change"]))
         cols["kind"].append(change["record_kind"])
-        cols["record"].append(short_id(change["record_id"], affixes, prefix_only=True))
+        cols["record"].append(ids(change["record_id"], None))
         cols["A"].append(a_shown)
         cols["A reason"].append(a_reason)
         cols["A #"].append(a_pos)
@@ -173,14 +180,15 @@ def fit_widths(natural: list[int], room: int, floors: list[int]) -> list[int]:
 
 
 def table_layout(full: pa.Table, width: int) -> tuple[pa.Table, list[int | None] | None]:
-    """The records table for a terminal ``width`` wide: the full table when every column
-    up to the tokens fits (the label takes what is left, cut with …); else the narrow
-    one (``compact_rows``), its columns narrowed to fit, the label given what is left
-    (or left out: the why panel's title shows it)."""
+    """The records table for a terminal ``width`` wide: the full table when it fits (the
+    label shrinks first: it takes what is left, cut with …, or is left out; then the
+    renderings and reasons, widest first, to ``WIDE_FLOOR``; ids, positions and tokens
+    stay whole); else the narrow one (``compact_rows``), its columns narrowed to fit, the
+    label given what is left (or left out: the why panel's title shows it)."""
     room = max(width - SCROLLBAR, 20)
-    natural = _natural_widths(full, FULL_CELL)
-    if sum(w + CELL_PADDING for w in natural[:-1]) <= room:
-        return full, None
+    wide = _wide_widths(full, room)
+    if wide is not None:
+        return wide
     compact = compact_rows(full)
     natural = _natural_widths(compact)
     names = compact.column_names[:-1]
@@ -193,21 +201,42 @@ def table_layout(full: pa.Table, width: int) -> tuple[pa.Table, list[int | None]
     return compact, [*fixed, min(label, natural[-1])]
 
 
+def _wide_widths(full: pa.Table, room: int) -> tuple[pa.Table, list[int | None] | None] | None:
+    """The full table and its column widths when it fits ``room`` (``table_layout``), else
+    None. Every column but the label at its natural width: no widths, the table sizes
+    itself (the label runs to the edge)."""
+    natural = _natural_widths(full, FULL_CELL)
+    names = full.column_names[:-1]  # the label last: what is left of the room
+    if sum(w + CELL_PADDING for w in natural[:-1]) <= room:
+        return full, None
+    floors = [min(w, WIDE_FLOOR) if name in WIDE_SHRINKABLE else w
+              for w, name in zip(natural[:-1], names)]
+    fixed = fit_widths(natural[:-1], room - CELL_PADDING * len(names), floors)
+    if sum(fixed) + CELL_PADDING * len(names) > room:
+        return None  # even narrowed, the columns up to the tokens do not fit
+    label = room - sum(fixed) - CELL_PADDING * len(natural)
+    if label < MIN_CELL:
+        return full.drop_columns(["label"]), list(fixed)
+    return full, [*fixed, min(label, natural[-1])]
+
+
 def diff_header(assembly_id: str, diff: Any, affixes: tuple[str, str] = NO_AFFIXES,
-                narrow: bool = False) -> Text:
+                narrow: bool = False, ids: IdText | None = None) -> Text:
     """Both sides, their tokens and the changes by class; ``narrow`` (an 80-column
-    terminal) with shorter separators, so the counts stay on their line."""
+    terminal) with shorter separators, so the counts stay on their line. Ids as ``ids``
+    shows them (masked when not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     summary = _get(diff, "summary") or {}
     counts = summary.get("counts") or {}
     a_label, b_label = _get(diff, "a_label", "A"), _get(diff, "b_label", "B")
     sep = " · " if narrow else "  ·  "
     # narrow: each line cut with … rather than wrapped (the rows keep the screen's height)
     text = Text(no_wrap=True, overflow="ellipsis") if narrow else Text()
-    text.append(f"diff {safe_text(short_id(assembly_id, affixes))}", style="bold")
+    text.append(f"diff {ids(assembly_id, None, assembly=True)}", style="bold")
     text.append("   A = ", style="dim")
-    text.append(safe_text(a_label), style="bold")
+    text.append(ids.prose(a_label), style="bold")
     text.append("   B = ", style="dim")
-    text.append(safe_text(b_label), style="bold")
+    text.append(ids.prose(b_label), style="bold")
     tok_a, tok_b = int(summary.get("tokens_a") or 0), int(summary.get("tokens_b") or 0)
     delta = tok_b - tok_a
     text.append("\n")
@@ -273,9 +302,11 @@ def safety_alarm(groups: dict[str, list[dict[str, Any]]]) -> bool:
 
 
 def safety_text(groups: dict[str, list[dict[str, Any]]],
-                affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+                affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> Text:
     """The safety block: every group with findings, or "safety: none". Each finding's
-    records by kind, the kind said once (``memory mem-014, mem-015``), ids short."""
+    records by kind, the kind said once (``memory mem-014, mem-015``), ids as ``ids``
+    shows them (masked when not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     text = Text()
     if not any(groups.values()):
         text.append("safety: none", style="dim")
@@ -295,7 +326,7 @@ def safety_text(groups: dict[str, list[dict[str, Any]]],
         by_finding: dict[str, dict[str, list[str]]] = {}
         for item in items:
             kind = str(item.get("record_kind") or "")
-            record = short_id(item.get("record_id"), affixes, prefix_only=True)
+            record = ids(item.get("record_id"), None)
             by_finding.setdefault(str(item.get("finding") or ""), {}).setdefault(
                 KIND_SHORT.get(kind, kind), []).append(record)
         for finding, kinds in by_finding.items():
@@ -320,11 +351,13 @@ class SideWhy:
 
 class DiffComputed(Message):
     def __init__(self, diff: Any, labels: dict[tuple[str, str], str],
-                 affixes: tuple[str, str] = NO_AFFIXES) -> None:
+                 affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> None:
         super().__init__()
         self.diff = diff
         self.labels = labels
         self.affixes = affixes  # the store's id affixes (readmodel.ids)
+        # how ids are displayed, judged by the worker (the UI thread only looks them up)
+        self.ids = ids if ids is not None else IdText(False, affixes)
 
 
 class DiffFailed(Message):
@@ -377,14 +410,15 @@ class DiffScreen(Screen[None]):
         self._shown: list[dict[str, Any]] = []
         self._selected: tuple[str, str] | None = None
         self._affixes: tuple[str, str] = NO_AFFIXES
+        self._ids: IdText | None = None  # how ids are displayed (DiffComputed)
         self._width: int | None = None  # the width the records table was laid out for
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Header()
-        waiting = Text(f"diff {one_line(self.assembly_id, 120)} · replaying under "
-                       f"{safe_text(self.version)}…")
+        waiting = Text(f"diff {self.ids()(self.assembly_id, 120, assembly=True)} · "
+                       f"replaying under {self.ids().prose(self.version)}…")
         yield Static(waiting, id="diff-header")
         yield Static("", id="diff-safety")
         yield Vertical(
@@ -413,6 +447,13 @@ class DiffScreen(Screen[None]):
     def _reveal_changed(self, _reveal: bool) -> None:
         self.compute_diff()
 
+    def ids(self) -> IdText:
+        """How this screen displays ids now: masked unless the app reveals (``IdText``)."""
+        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        if self._ids is None or self._ids.reveal != reveal:
+            self._ids = IdText(reveal, self._affixes)
+        return self._ids
+
     # ------------------------------------------------------------------ workers
 
     def _side_specs(self) -> tuple[str, str]:
@@ -433,8 +474,10 @@ class DiffScreen(Screen[None]):
         except ContextlensError as err:
             self.post_message(DiffFailed(str(err)))
             return
+        ids = IdText(reveal, affixes).warm(
+            [self.assembly_id, *(c["record_id"] for c in view.changes)])
         if not get_current_worker().is_cancelled:
-            self.post_message(DiffComputed(view, dict(view.labels), affixes))
+            self.post_message(DiffComputed(view, dict(view.labels), affixes, ids))
 
     @work(thread=True, exclusive=True, group="explain")
     def explain_change(self, kind: str, record_id: str, labels: tuple[str, str]) -> None:
@@ -470,6 +513,7 @@ class DiffScreen(Screen[None]):
         self.diff = message.diff
         self._labels = message.labels
         self._affixes = message.affixes
+        self._ids = message.ids
         self._render_header()
         groups = safety_groups(self.diff)
         alarm = safety_alarm(groups)
@@ -477,7 +521,7 @@ class DiffScreen(Screen[None]):
         block = self.query_one("#diff-safety", Static)
         block.set_class(alarm, "-safety")
         block.set_class(not alarm, "-clean")
-        block.update(safety_text(groups, self._affixes))
+        block.update(safety_text(groups, self._affixes, self.ids()))
         await self._show_rows()
 
     def _narrow(self) -> bool:
@@ -485,10 +529,10 @@ class DiffScreen(Screen[None]):
 
     def _render_header(self) -> None:
         narrow = self._narrow()
-        header = diff_header(self.assembly_id, self.diff, self._affixes, narrow)
+        header = diff_header(self.assembly_id, self.diff, self._affixes, narrow, self.ids())
         if self.note:
             header.append("\n")
-            header.append(safe_text(self.note), style="italic")
+            header.append(self.ids().prose(self.note), style="italic")  # it names ids
         # narrow: the header's lines and the why's title cut with …, not wrapped, so the
         # records and both sides' why keep the rows of a 24-line terminal
         for name in ("#diff-header", "#change-title"):
@@ -508,18 +552,19 @@ class DiffScreen(Screen[None]):
     def on_diff_failed(self, message: DiffFailed) -> None:
         self.add_class("-failed")
         self.query_one("#diff-header", Static).update(
-            Text(f"Cannot diff {safe_text(self.assembly_id)}: {safe_text(message.error)}", style="bold red")
+            Text(f"Cannot diff {self.ids()(self.assembly_id, None, assembly=True)}: "
+                 f"{self.ids().prose(message.error)}", style="bold red")  # it names ids
         )
         holder = self.query_one("#diff-holder")
         holder.remove_children()
-        holder.mount(Static(Text(safe_text(message.error)), classes="placeholder"))
+        holder.mount(Static(Text(self.ids().prose(message.error)), classes="placeholder"))
 
     def on_change_explained(self, message: ChangeExplained) -> None:
         if self._selected != (message.kind, message.record_id):
             return  # the cursor moved on
         title = Text()
-        record = short_id(message.record_id, self._affixes, prefix_only=True)
-        title.append(f"{KIND_SHORT.get(message.kind, message.kind)} {safe_text(record)}", style="bold")
+        record = self.ids()(message.record_id, None)
+        title.append(f"{KIND_SHORT.get(message.kind, message.kind)} {record}", style="bold")
         if message.privacy:
             title.append(f"  ·  {message.privacy}", style="magenta")
         if message.content:
@@ -527,13 +572,16 @@ class DiffScreen(Screen[None]):
             title.append(one_line(message.content, 200))
         self.query_one("#change-title", Static).update(title)
         for side, box in zip(message.sides, ("a", "b"), strict=False):
-            self.query_one(f"#change-{box}", Static).update(self._side_text(side, self._affixes))
+            self.query_one(f"#change-{box}", Static).update(
+                self._side_text(side, self._affixes, self.ids()))
             self.query_one(f"#change-{box}-trace", Static).update(self._trace_text(side))
 
     @staticmethod
-    def _side_text(side: SideWhy, affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+    def _side_text(side: SideWhy, affixes: tuple[str, str] = NO_AFFIXES,
+                   ids: IdText | None = None) -> Text:
+        ids = ids if ids is not None else IdText(False, affixes)
         text = Text()
-        text.append(safe_text(side.label), style="bold")
+        text.append(ids.prose(side.label), style="bold")
         text.append("  ")
         place, style = decision_summary(side.decision)
         if side.decision is None:
@@ -545,7 +593,7 @@ class DiffScreen(Screen[None]):
         elif side.decision is not None and side.decision.get("decision") != "included":
             text.append("\nthe model receives nothing of it", style="bold")
         text.append("\n")
-        text.append(safe_text(short_text(side.why, affixes)))  # ids as the table shows them
+        text.append(ids.prose(side.why))  # ids as the table shows them
         return text
 
     @staticmethod
@@ -581,7 +629,8 @@ class DiffScreen(Screen[None]):
         self._width = self.app.size.width
         if shown:
             rows, widths = table_layout(
-                change_rows(shown, safety_keys, self._labels, self._affixes),  # type: ignore[arg-type]
+                change_rows(shown, safety_keys, self._labels, self._affixes,  # type: ignore[arg-type]
+                            self.ids()),
                 self._width)
             table = arrow_table(rows, id="diff-table", max_column_content_width=FULL_CELL,
                                 column_widths=widths)

@@ -21,6 +21,7 @@ from textual.worker import get_current_worker
 from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
+from readmodel.masking import Masker, masked_ids
 
 from ..widgets.arrow_table import arrow_table
 from ..widgets.footer import KeysFooter
@@ -30,9 +31,10 @@ COLUMNS = ("severity", "rule", "assembly", "record", "detail")
 
 
 class LintLoaded(Message):
-    def __init__(self, findings: list[dict[str, Any]]) -> None:
+    def __init__(self, findings: list[dict[str, Any]], table: pa.Table | None = None) -> None:
         super().__init__()
         self.findings = findings
+        self.table = table if table is not None else findings_table(findings)  # as shown
 
 
 class LintFailed(Message):
@@ -41,15 +43,23 @@ class LintFailed(Message):
         self.error = error
 
 
-def findings_table(findings: list[dict[str, Any]]) -> pa.Table:
-    """The rows shown, one per finding (text is escaped by the table)."""
+def findings_table(findings: list[dict[str, Any]], reveal: bool = False) -> pa.Table:
+    """The rows shown, one per finding (text is escaped by the table), the ids masked
+    where secret-shaped unless ``reveal`` (``masked_ids``, columnar: each distinct id
+    judged once); ``findings`` keep the real ids, to open a request by."""
+    ids = masked_ids(pa.table({
+        "assembly_id": pa.array([f.get("assembly_id") or "" for f in findings], pa.string()),
+        "record_id": pa.array([f.get("record_id") for f in findings], pa.string()),
+    }), Masker(reveal))
+    kinds = [f.get("record_kind") for f in findings]
     return pa.table({
-        "severity": [f.get("severity") or "" for f in findings],
-        "rule": [f.get("rule") or "" for f in findings],
-        "assembly": [f.get("assembly_id") or "" for f in findings],
-        "record": [" ".join(str(p) for p in (f.get("record_kind"), f.get("record_id")) if p)
-                   for f in findings],
-        "detail": [f.get("detail") or "" for f in findings],
+        "severity": pa.array([f.get("severity") or "" for f in findings], pa.string()),
+        "rule": pa.array([f.get("rule") or "" for f in findings], pa.string()),
+        "assembly": ids["assembly_id"],
+        "record": pa.array([" ".join(str(p) for p in (k, r) if p)
+                            for k, r in zip(kinds, ids["record_id"].to_pylist(), strict=True)],
+                           pa.string()),
+        "detail": pa.array([f.get("detail") or "" for f in findings], pa.string()),
     })
 
 
@@ -70,6 +80,7 @@ class LintScreen(Screen[None]):
         self.rules = rules  # None: every rule
         self.title_text = title
         self.findings: list[dict[str, Any]] = []
+        self._shown: pa.Table | None = None  # the rows as shown (ids masked)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -82,23 +93,27 @@ class LintScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        # the details and ids are masked or revealed as the app is: linted again on a change
+        self.watch(self.app, "reveal", lambda _reveal: self.run_lint(), init=False)
         self.run_lint()
 
     @work(thread=True, exclusive=True, group="lint")
     def run_lint(self) -> None:
         app = self.app
+        reveal = bool(app.reveal)  # type: ignore[attr-defined]
         try:
-            found = app.answers().lint(reveal=bool(app.reveal))  # type: ignore[attr-defined]
+            found = app.answers().lint(reveal=reveal)  # type: ignore[attr-defined]
         except ContextlensError as err:
-            self.post_message(LintFailed(str(err)))
+            self.post_message(LintFailed(Masker(reveal).text(str(err))))
             return
         if self.rules is not None:
             found = [f for f in found if f.get("rule") in self.rules]
         if not get_current_worker().is_cancelled:
-            self.post_message(LintLoaded(found))
+            self.post_message(LintLoaded(found, findings_table(found, reveal)))
 
     async def on_lint_loaded(self, message: LintLoaded) -> None:
         self.findings = message.findings
+        self._shown = message.table
         holder = self.query_one("#lint-holder")
         await holder.remove_children()
         count = len(self.findings)
@@ -107,7 +122,7 @@ class LintScreen(Screen[None]):
             await holder.mount(Static("No findings.", classes="placeholder", markup=False))
             status.update("0 findings")
             return
-        table = arrow_table(findings_table(self.findings), id="lint-table",
+        table = arrow_table(message.table, id="lint-table",
                             cursor_type="row", max_column_content_width=90)
         await holder.mount(table)
         table.focus()
@@ -124,11 +139,12 @@ class LintScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#lint-table")
     def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if 0 <= event.cursor_row < len(self.findings):
-            f = self.findings[event.cursor_row]
-            where = " ".join(str(f.get(k) or "") for k in ("assembly_id", "record_kind", "record_id"))
+        shown = self._shown
+        if shown is not None and 0 <= event.cursor_row < shown.num_rows:
+            row = {name: shown[name][event.cursor_row].as_py() for name in shown.column_names}
+            where = f"{row['assembly']} {row['record']}"  # the ids as the table shows them
             self.query_one("#lint-detail", Static).update(
-                safe_text(f"{f.get('rule') or ''} · {where.strip()}: {f.get('detail') or ''}"))
+                safe_text(f"{row['rule']} · {where.strip()}: {row['detail']}"))
 
     @on(DataTable.RowSelected, "#lint-table")
     def row_selected(self, event: DataTable.RowSelected) -> None:

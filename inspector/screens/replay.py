@@ -30,8 +30,9 @@ from textual.widgets.option_list import Option
 
 from ingest.errors import ContextlensError
 from readmodel import RECORDED, PolicyInfo
-from readmodel.ids import NO_AFFIXES, short_id, short_text, store_id_affixes
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 
 
@@ -132,11 +133,15 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         self.policies: list[PolicyInfo] = []
         self.affixes: tuple[str, str] = NO_AFFIXES  # the store's (IdsKnown)
 
+    def ids(self) -> IdText:
+        """Ids as the request list shows them: masked unless the app reveals."""
+        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
+
     def title_text(self) -> Text:
         """``Replay r5  (recorded under …)``: the request's id as the list shows it."""
         title = Text()
         title.append("Replay ", style="bold")
-        title.append(safe_text(short_id(self.assembly_id, self.affixes)), style="bold")
+        title.append(self.ids()(self.assembly_id, None, assembly=True), style="bold")
         if self.recorded_version:
             title.append(f"  (recorded under {safe_text(self.recorded_version)})", style="dim")
         return title
@@ -234,7 +239,7 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
         versions.add_option(
             # the ids it names as the title names them (IdsKnown came first)
             Option(Text(f"Cannot load the policies: "
-                        f"{safe_text(short_text(message.error, self.affixes))}",
+                        f"{self.ids().prose(message.error)}",
                         style="bold red"),
                    disabled=True)
         )

@@ -39,6 +39,7 @@ from readmodel.ids import short_ids, store_id_affixes
 from ..widgets.arrow_table import ArrowDataTable, arrow_table, refill
 from ..widgets.assembly_view import assembly_content
 from ..widgets.footer import KeysFooter
+from ..widgets.id_text import IdText
 from ..widgets.request_columns import (
     ARROWS, BY_KEY, COLUMNS, CONSTANT_ELSEWHERE, MARKER_LEGEND, Column, constant_value, cut,
     display_page, finding_markers, fit_columns,
@@ -482,11 +483,16 @@ class RequestsScreen(Screen[None]):
         if follow_note:
             parts.append(one_line(follow_note, 100))
         parts.append(f"sorted by {BY_KEY[q.column].label} {ARROWS[q.descending]}")
-        prefix, suffix = self._affixes
-        if prefix or suffix:
+        reveal = bool(getattr(self.app, "reveal", False))
+        ids = getattr(self, "_id_text", None)
+        if ids is None or (ids.reveal, ids.affixes) != (reveal, self._affixes):
+            ids = self._id_text = IdText(reveal, self._affixes)  # judged once per store
+        note = ids.affixes_note()
+        if note is not None:
             # the list drops what every id shares: say what, so an id can be typed whole
-            # (``contextlens show <prefix>r3<suffix>``); short, it stays on a 160-column line
-            parts.append(f"ids short for {one_line(prefix, 40)}…{one_line(suffix, 20)}")
+            # (``contextlens show <prefix>r3<suffix>``); short, it stays on a 160-column line;
+            # masked where secret-shaped, as the ids are
+            parts.append(note)
         made_up = self._made_up_times()
         if made_up:
             # made-up times must not read as when the requests were made

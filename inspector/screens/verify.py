@@ -28,10 +28,11 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 
-from ..widgets.arrow_table import arrow_table
+from ..widgets.arrow_table import arrow_table, refill
+from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 from readmodel import RECORDED, AssemblyVerdict, VerifyResult
-from readmodel.ids import NO_AFFIXES, short_id, store_id_affixes
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 from readmodel.progress import ProgressClock
 
 
@@ -59,33 +60,36 @@ LISTED = ("drifted", "inconsistent")  # the verdicts the table lists (the others
 
 
 def record_summary(item: AssemblyVerdict, most: int = 3,
-                   affixes: tuple[str, str] = NO_AFFIXES) -> str:
-    """The first differing records and their fields, e.g. ``mem-005 decision, position``."""
-    parts = [f"{short_id(r.record_id, affixes, prefix_only=True)} "
+                   affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> str:
+    """The first differing records and their fields, e.g. ``mem-005 decision, position``;
+    ids as ``ids`` shows them (masked when not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
+    parts = [f"{ids(r.record_id, None)} "
              f"{', '.join(f.field for f in r.fields)}" for r in item.records[:most]]
     if len(item.records) > most:
         parts.append(f"+{len(item.records) - most} more")
     if item.problems and not parts:
-        return "; ".join(item.problems)
+        return ids.prose("; ".join(item.problems))  # they name records
     return " · ".join(parts) or "-"
 
 
-def listed_rows(listed: list[AssemblyVerdict], affixes: tuple[str, str] = NO_AFFIXES
-                ) -> pa.Table:
-    """One row per drifted or inconsistent assembly (bounded by those found), its id as the
-    request list shows it (``readmodel.ids``)."""
+def listed_rows(listed: list[AssemblyVerdict], affixes: tuple[str, str] = NO_AFFIXES,
+                ids: IdText | None = None) -> pa.Table:
+    """One row per drifted or inconsistent assembly (bounded by those found), its ids as
+    the request list shows them (``IdText``: masked when ``ids`` is not given)."""
+    ids = ids if ids is not None else IdText(False, affixes)
     rows: dict[str, list[Any]] = {name: [] for name in (
         "assembly", "verdict", "policy", "recorded by", "records differ", "first differences"
     )}
     for item in listed:
-        rows["assembly"].append(short_id(item.assembly_id, affixes))
+        rows["assembly"].append(ids(item.assembly_id, None, assembly=True))
         rows["verdict"].append(item.verdict)
-        rows["policy"].append(item.policy_version)
-        rows["recorded by"].append(item.assembler_version)
+        rows["policy"].append(ids(item.policy_version, None))
+        rows["recorded by"].append(ids(item.assembler_version, None))
         moved = item.position_only
         rows["records differ"].append(
             f"{len(item.records) - moved}" + (f" (+{moved} shifted)" if moved else ""))
-        rows["first differences"].append(record_summary(item, affixes=affixes))
+        rows["first differences"].append(record_summary(item, affixes=affixes, ids=ids))
     return pa.table({name: pa.array(values, pa.string()) for name, values in rows.items()})
 
 
@@ -126,7 +130,13 @@ class VerifyScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.watch(self.app, "reveal", self._reveal_changed, init=False)
         self.start()
+
+    def _reveal_changed(self, _reveal: bool) -> None:
+        """The listed ids shown again, masked or revealed as the app now is."""
+        for table in self.query("#verify-table").results(DataTable):
+            refill(table, listed_rows(self.listed, self.affixes, self.ids()), keep_view=True)
 
     def start(self) -> None:
         self.running = True
@@ -207,7 +217,8 @@ class VerifyScreen(Screen[None]):
         holder = self.query_one("#verify-holder")
         await holder.remove_children()
         if self.listed:
-            table = arrow_table(listed_rows(self.listed, self.affixes), id="verify-table",
+            table = arrow_table(listed_rows(self.listed, self.affixes, self.ids()),
+                                id="verify-table",
                                 max_column_content_width=70)
             await holder.mount(table)
             table.focus()
@@ -221,7 +232,7 @@ class VerifyScreen(Screen[None]):
         self.running = False
         self.set_class(False, "-running")
         self.query_one("#verify-summary", Static).update(
-            Text(f"Verify failed: {safe_text(message.error)}", style="bold red")
+            Text(f"Verify failed: {self.ids().prose(message.error)}", style="bold red")
         )
 
     # ------------------------------------------------------------------ actions
@@ -237,8 +248,8 @@ class VerifyScreen(Screen[None]):
         version = item.policy_version
         if not item.replayable:
             self.query_one("#verify-status", Static).update(
-                f"{safe_text(short_id(item.assembly_id, self.affixes))}: no policy "
-                f"{safe_text(version)} to replay it, "
+                f"{self.ids()(item.assembly_id, None, assembly=True)}: no policy "
+                f"{self.ids()(version, None)} to replay it, "
                 "so no diff · R: verify again · esc: back"
             )
             return
@@ -250,6 +261,10 @@ class VerifyScreen(Screen[None]):
                     f"the reference assembler replaying the same request under {version} "
                     "selects differently")
         self.app.open_diff(item.assembly_id, version, RECORDED, note=note)  # type: ignore[attr-defined]
+
+    def ids(self) -> IdText:
+        """Ids as the request list shows them: masked unless the app reveals."""
+        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
 
     def action_open(self) -> None:
         for table in self.query("#verify-table").results(DataTable):

@@ -19,9 +19,10 @@ from textual.message import Message
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from readmodel.ids import NO_AFFIXES, short_id, short_text
+from readmodel.ids import NO_AFFIXES, short_text
 
-from .safe import one_line, readable, readable_line, safe_text
+from .id_text import IdText, app_reveal
+from .safe import readable, readable_line, safe_text
 
 KIND_SHORT = {
     "message": "message",
@@ -115,7 +116,9 @@ class RecordPanel(Horizontal):
         return self.query_one("#provenance", ProvenanceList)
 
     def show_message(self, text: str) -> None:
-        self.query_one("#record-title", Static).update(Text(safe_text(text)))
+        # it may name ids (an error): shown as ids are
+        self.query_one("#record-title", Static).update(
+            Text(IdText(app_reveal(self), self._affixes).prose(text)))
         for name in ("#record-why", "#record-content", "#record-trace"):
             self.query_one(name, Static).update("")
         self._links = []
@@ -125,15 +128,17 @@ class RecordPanel(Horizontal):
     def show(self, detail: RecordDetail, membership: dict[tuple[str, str], dict[str, Any]],
              affixes: tuple[str, str] = NO_AFFIXES) -> None:
         """Display ``detail``; ``membership`` says which records are in this assembly;
-        ids are shown without ``affixes`` (``readmodel.ids``), as the request list shows them.
+        ids are shown without ``affixes`` (``readmodel.ids``), as the request list shows them,
+        and masked where secret-shaped unless the app reveals (``IdText``): the panel keeps
+        the real ids, to walk the provenance and bisect by.
 
         Everything is built first and then put on screen in one go, so the title, the
         why-sentence, the trace and the provenance pane always show the same record."""
+        ids = IdText(app_reveal(self), affixes)
         place, place_style = decision_summary(detail.decision)
         title = Text()
         title.append(f"{KIND_SHORT.get(detail.kind, detail.kind)} ", style="bold")
-        title.append(one_line(short_id(detail.record_id, affixes, prefix_only=True), 200),
-                     style="bold")
+        title.append(ids(detail.record_id, 200), style="bold")
         title.append("  ·  ")
         title.append(safe_text(place), style=place_style)
         if not detail.exists:
@@ -141,8 +146,8 @@ class RecordPanel(Horizontal):
         if detail.privacy_class:
             title.append(f"  ·  {safe_text(detail.privacy_class)}", style="magenta")
 
-        # it names ids: shown exact, but for the prefix every id of the store shares
-        why = Text(safe_text(short_text(detail.why, affixes)))
+        # it names ids: shown as ids are, without the prefix every id of the store shares
+        why = Text(ids.prose(detail.why))
         content = Text("content  ", style="dim")
         content.append(readable(detail.content) if detail.content else "(none)")
 
@@ -156,11 +161,11 @@ class RecordPanel(Horizontal):
             outcome = safe_text(row.get("outcome", ""))
             trace.append(f"{outcome:<9} ", style="red" if outcome == "deny" else "green")
             trace.append(f"{safe_text(row.get('reason_code', '')):<22} ")
-            trace.append(readable_line(short_text(str(row.get("detail") or ""), affixes), 80),
+            trace.append(readable_line(short_text(ids.masked(row.get("detail")), affixes), 80),
                          style="dim")
         self._affixes = affixes
         links = self._links_of(detail)
-        options = [Option(self._link_text(link, membership, affixes), id=f"link-{index}")
+        options = [Option(self._link_text(link, membership, affixes, ids), id=f"link-{index}")
                    for index, link in enumerate(links)]
 
         self.detail = detail
@@ -192,11 +197,13 @@ class RecordPanel(Horizontal):
 
     @staticmethod
     def _link_text(link: dict[str, Any], membership: dict[tuple[str, str], dict[str, Any]],
-                   affixes: tuple[str, str] = NO_AFFIXES) -> Text:
+                   affixes: tuple[str, str] = NO_AFFIXES, ids: IdText | None = None) -> Text:
+        """One provenance link; its id as ``ids`` shows it (masked when not given)."""
+        ids = ids if ids is not None else IdText(False, affixes)
         depth = int(link.get("depth") or 0)
         text = Text("  " * max(depth - 1, 0))
         kind = str(link.get("kind") or "?")
-        rid = one_line(short_id(link.get("id"), affixes, prefix_only=True), 120)
+        rid = ids(link.get("id"), 120)
         if link.get("broken"):
             text.append(f"✗ missing {rid} ", style="bold red")
             text.append(f"({KIND_SHORT.get(kind, kind)}, broken provenance)", style="red")
