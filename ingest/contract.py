@@ -429,6 +429,52 @@ RECORD_TABLES: dict[str, tuple[str, str]] = {
 
 TABLE_ORDER: tuple[str, ...] = tuple(TABLES)
 
+# --------------------------------------------------------------------------- column roles
+#
+# What a column holds decides how its values are checked for secrets before they are shown
+# (readmodel/masking.py):
+# - "text": free text from a log (content, titles, labels, previews, details, errors, JSON,
+#   locators): the whole secret detector (``ingest.secrets.mask_secrets``: token shapes,
+#   key-named values, entropy);
+# - "identifier": ids, tags, model, provider, tool and skill names, versions, digests:
+#   known secret shapes only (``ingest.secrets.identifier_pattern``, one vectorized regular
+#   expression), never entropy (a random run id is an id, not a key);
+# - "enum" (a value of ``ENUMS``) and "number" (ints, floats, booleans, times): never
+#   checked, nothing a log writes there can be a secret.
+# A column name has one role in every table that has it.
+
+FREE_TEXT_COLUMNS = frozenset({
+    "title", "name", "label", "speaker_label", "content", "arguments_json", "result_preview",
+    "error", "storage_ref", "summary", "structured_json", "ambiguity_notes",
+    "provenance_locators", "state_json", "detail",
+})
+COLUMN_ROLES = ("text", "identifier", "enum", "number")
+
+
+def column_role(column: Column) -> str:
+    """``column``'s role: "text", "identifier", "enum" or "number" (see above)."""
+    if column.enum is not None:
+        return "enum"
+    if column.kind in ("int", "float", "bool", "ts"):
+        return "number"
+    if column.kind == "json" or column.name in FREE_TEXT_COLUMNS:
+        return "text"
+    return "identifier"
+
+
+def _roles_by_name() -> dict[str, str]:
+    roles: dict[str, str] = {}
+    for table in TABLES.values():
+        for column in table.columns:
+            role = column_role(column)
+            assert roles.setdefault(column.name, role) == role, (table.name, column.name)
+    return roles
+
+
+COLUMN_ROLE_BY_NAME: dict[str, str] = _roles_by_name()
+# the columns, by name, whose values are identifiers (checked for known secret shapes only)
+IDENTIFIER_COLUMNS = frozenset(n for n, r in COLUMN_ROLE_BY_NAME.items() if r == "identifier")
+
 # --------------------------------------------------------------------------- pydantic models
 
 _PY_TYPES: dict[str, Any] = {

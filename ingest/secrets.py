@@ -37,6 +37,9 @@ __all__ = [
     "MaskResult",
     "SecretSpan",
     "find_secrets",
+    "identifier_may_hold_secret",
+    "identifier_pattern",
+    "mask_identifier",
     "mask_secrets",
     "mask_text",
     "mask_then_cut",
@@ -830,3 +833,181 @@ def mask_then_cut(text: Any, limit: int, ellipsis: str = "…") -> MaskResult:
             keep = m.start()
             break
     return MaskResult(out[:keep] + ellipsis[: max(0, limit - keep)], masked.count)
+
+
+# ------------------------------------------------------------------------------ identifiers
+#
+# An identifier (an id, a tag, a model, provider, tool or skill name: ``ingest.contract``
+# says which columns are identifiers) is not prose. It is masked when it holds a secret of a
+# known shape (a token format, a PEM or PuTTY key, a key-named value such as
+# ``password=hunter2``, a URL's or a command's credentials), never for its entropy alone: a
+# random run id is an id, not a key. Which identifiers may hold one is decided by ONE
+# regular expression made from the detector's own rules above (``_OWN_PATTERNS``,
+# detect-secrets' token plugins, the gates of the keyword and placed rules), written in the
+# syntax both Python's ``re`` and RE2 (pyarrow.compute, DuckDB) read, so a column of a
+# million ids is judged in one vectorized pass. It matches a superset of what those rules
+# find (their lookarounds are dropped: they only narrow a match); a value it matches, rare
+# (a secret, or a word like ``tokens:4096``), then goes through ``mask_secrets``, which
+# decides.
+
+# RE2 refuses a counted repetition above this bound
+_RE2_MAX_REPEAT = 1000
+# What a key-named value needs after its key: an assignment, a quote, a tag's end or a space
+# (``password=x``, ``"token": "x"``, ``<password>x``, ``--password x``)
+_AFTER_KEY = r"""[^:=>'"\s]*[:=>'"\s]"""
+
+
+def _skip_group(pattern: str, i: int) -> int:
+    """The index after the group that opens at ``pattern[i]`` (``(``)."""
+    depth = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            i = _skip_class(pattern, i)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ValueError("unbalanced group")
+
+
+def _skip_class(pattern: str, i: int) -> int:
+    """The index after the character class that opens at ``pattern[i]`` (``[``)."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1  # a leading ] is a literal
+    while j < len(pattern):
+        if pattern[j] == "\\":
+            j += 2
+            continue
+        if pattern[j] == "]":
+            return j + 1
+        j += 1
+    raise ValueError("unterminated class")
+
+
+_REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
+
+
+def _superset(pattern: str) -> str:
+    """``pattern`` without its lookarounds and with ``\\Z`` and repetitions RE2 refuses
+    made wider: it matches wherever ``pattern`` does (and maybe elsewhere). ValueError if
+    it uses what has no such widening (a back-reference)."""
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            nxt = pattern[i + 1 : i + 2]
+            if nxt.isdigit() and nxt != "0":
+                raise ValueError("back-reference")
+            # ``\Z`` (the end) becomes nothing: an empty alternative widens, as a dropped
+            # lookaround does
+            if nxt != "Z":
+                out.append(pattern[i : i + 2])
+            i += 2
+        elif ch == "[":
+            j = _skip_class(pattern, i)
+            out.append(pattern[i:j])
+            i = j
+        elif pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            i = _skip_group(pattern, i)
+            # a quantifier on a lookaround has nothing left to repeat
+            m = re.compile(r"[?*+]|\{\d+(?:,\d*)?\}").match(pattern, i)
+            if m:
+                i = m.end()
+        elif pattern.startswith("(?P<", i) or pattern.startswith("(?P=", i):
+            raise ValueError("named group")
+        elif ch == "{" and (m := _REPEAT.match(pattern, i)):
+            low, comma, high = int(m.group(1)), m.group(2), m.group(3)
+            if low > _RE2_MAX_REPEAT:
+                raise ValueError("repetition too long")
+            if comma and high and int(high) > _RE2_MAX_REPEAT:
+                out.append("{%d,}" % low)
+            else:
+                out.append(m.group(0))
+            i = m.end()
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _flagged(pattern: str, flags: int) -> str:
+    """``pattern`` as a group carrying its flags inline (each alternative of a union keeps
+    its own case sensitivity and dot rule)."""
+    if flags & re.VERBOSE and re.search(r"\s|#", pattern):
+        raise ValueError("verbose pattern")
+    inline = ("i" if flags & re.IGNORECASE else "") + ("s" if flags & re.DOTALL else "")
+    return f"(?{inline}:{pattern})" if inline else f"(?:{pattern})"
+
+
+def _rule_alternative(regex: re.Pattern[str], gate: str | None) -> str:
+    """One alternative of the identifier pattern for a rule: the rule widened
+    (``_superset``); if it cannot be, the literal every match of it holds."""
+    try:
+        widened = _flagged(_superset(regex.pattern), regex.flags)
+        re.compile(widened, re.ASCII)
+        return widened
+    except (ValueError, re.error):
+        literal = gate or _required_literal(regex)
+        if literal is None:
+            raise ValueError(f"no identifier form for the rule {regex.pattern!r}") from None
+        return re.escape(literal)
+
+
+@lru_cache(maxsize=1)
+def identifier_pattern() -> str:
+    """The one regular expression an identifier that may hold a secret matches, in the
+    syntax shared by Python's ``re`` (with ``re.ASCII``) and RE2 (pyarrow.compute's
+    ``match_substring_regex``, DuckDB's ``regexp_matches``)."""
+    alternatives: list[str] = []
+    # token formats: our own patterns (PEM and PuTTY blocks among them), then detect-secrets'
+    # plugins that need no key name
+    for _kind, regex in _OWN_PATTERNS:
+        alternatives.append(_rule_alternative(regex, None))
+    anywhere, _keyed = _plugin_rules()
+    for rule in anywhere:
+        alternatives.append(_rule_alternative(rule.regex, rule.gate))
+    # the keyword rules and the key-named plugins run only where ``_TRIGGER`` matches, and
+    # each needs a separator after its key word
+    alternatives.append(f"(?i:(?:{_TRIGGER.pattern}){_AFTER_KEY})")
+    # secrets placed by a URL or a command line: the literals that gate those rules
+    literals = sorted({lit for _kind, lits, _regex in _PLACED for lit in lits})
+    alternatives.extend(re.escape(lit) for lit in literals)
+    unique = list(dict.fromkeys(alternatives))
+    return "|".join(unique)
+
+
+@lru_cache(maxsize=1)
+def _identifier_regex() -> re.Pattern[str]:
+    return re.compile(identifier_pattern(), re.ASCII)
+
+
+def identifier_may_hold_secret(text: str) -> bool:
+    """Whether ``identifier_pattern`` matches ``text`` (Python's side of the vectorized
+    test; the two agree, tests/unit/test_identifier_secrets.py)."""
+    return _identifier_regex().search(text) is not None
+
+
+def mask_identifier(text: Any) -> MaskResult:
+    """An identifier with the secrets it holds replaced (``mask_secrets``), if it may hold
+    one (``identifier_pattern``); else as it is."""
+    if text is None:
+        return MaskResult("", 0)
+    if not isinstance(text, str):
+        text = str(text)
+    if not identifier_may_hold_secret(text):
+        return MaskResult(text, 0)
+    return mask_secrets(text)

@@ -40,8 +40,7 @@ def json_default(value: Any) -> Any:
 def dumps(obj: Any) -> str:
     # U+2028/U+2029 end a line for many readers (and JavaScript) though json.dumps keeps
     # them raw: escaped, so a value from a log never starts a line of the output
-    text = json.dumps(obj, default=json_default, ensure_ascii=False, indent=2)
-    return json_safe(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return _safe_json(json.dumps(obj, default=json_default, ensure_ascii=False, indent=2))
 
 
 def emit_json(obj: Any) -> None:
@@ -170,11 +169,35 @@ def stream_table(batches: Iterable[list[dict[str, Any]]], columns: list[str],
     return shown
 
 
+# Piped or to a file, JSON is for a program: compact (no indentation, which only Python's
+# own encoder writes, six times slower than its C encoder), one element of an array a line.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default)
+
+
+def _safe_json(text: str) -> str:
+    """``text`` with DEL, C1, bidi characters and U+2028/U+2029 escaped (as ``dumps``)."""
+    if text.isascii() and "\x7f" not in text:
+        return text  # nothing to escape: two scans in C, not a regular expression's
+    return json_safe(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def stream_json_array(batches: Iterable[list[dict[str, Any]]]) -> int:
-    """A JSON array written element by element as the batches arrive. Returns its length."""
+    """A JSON array written as the batches arrive: on a terminal indented as ``dumps``,
+    element by element; piped or to a file compact, one element a line, a batch at a
+    time (the same values, keys and order: only the whitespace differs). Returns its
+    length."""
     n = 0
     # the opening bracket waits for the first batch: an error before any (a missing store,
     # a bad filter) leaves stdout empty, not a JSON text that never closes
+    if not _to_terminal():
+        encode = _COMPACT.encode
+        for rows in batches:
+            if rows:
+                text = _safe_json(",\n".join(map(encode, rows)))
+                click.echo(("," if n else "[") + "\n" + text, nl=False)
+                n += len(rows)
+        click.echo("\n]" if n else "[]")
+        return n
     for rows in batches:
         for row in rows:
             click.echo(("," if n else "[") + "\n  " + dumps(row).replace("\n", "\n  "), nl=False)

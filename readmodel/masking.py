@@ -6,7 +6,11 @@ formatted anywhere:
 - a record of a restricted privacy class (``ingest.contract.RESTRICTED_PRIVACY``) shows a
   placeholder instead of its content;
 - any other text has its secret-looking values replaced (``ingest.secrets``, built on
-  detect-secrets).
+  detect-secrets);
+- an identifier (a column the contract calls one, ``ingest.contract.column_role``: ids, tags,
+  model, tool and skill names) has a secret of a known shape replaced (``masked_ids``), found
+  by one regular expression over the whole column; enumerations and numbers are never
+  checked.
 
 ``Masker(reveal=True)`` shows everything; a reveal is a per-call choice and is never stored.
 A ``Masker`` counts what it masked, so a view can say "3 masked".
@@ -21,9 +25,9 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.contract import RESTRICTED_PRIVACY
+from ingest.contract import IDENTIFIER_COLUMNS, RESTRICTED_PRIVACY
 from ingest.text import clip
-from ingest.secrets import mask_secrets, mask_then_cut
+from ingest.secrets import identifier_pattern, mask_identifier, mask_secrets, mask_then_cut
 
 from .results import ProvenanceLink, frozen_row
 
@@ -45,18 +49,11 @@ __all__ = [
 # Identifier fields (ids, tags, model, tool and skill names) that come from logs: every
 # output path shows them through ``masked_ids``, so a secret-shaped id (a key pasted as a
 # tag, a token as a run id) is masked wherever it is displayed. By name, in an Arrow table,
-# a row, or a JSON document at any depth.
-ID_FIELDS = frozenset({
-    "assembly_id", "conversation_id", "branch_id", "participant_id", "model", "provider",
-    "policy_version", "assembler_version", "scenario", "tags", "record_id", "id", "record",
-    "model_run_id", "message_id", "tool_call_id", "artifact_id", "memory_id",
-    "skill_state_id", "checkpoint_id", "decision_id", "parent_message_id",
-    "trigger_message_id", "fork_message_id", "parent_branch_id", "owner_participant_id",
-    "owner_model_run_id", "parent_model_run_id", "subagent_batch_id", "tool_name",
-    "tool_names", "source_tool_names", "revalidation_tools", "source_artifact_ids",
-    "loaded_skills", "active_profiles", "direct_tools", "exact_evidence_ids", "supersedes",
-    "superseded_by", "conflicts_with", "shared_with", "example_requests", "owner_id",
-    "export_id", "a_label", "b_label", "label_a", "label_b",
+# a row, or a JSON document at any depth: the contract's identifier columns
+# (``ingest.contract.IDENTIFIER_COLUMNS``) and the fields answers make of them.
+ID_FIELDS = IDENTIFIER_COLUMNS | frozenset({
+    "scenario", "id", "record", "tool_names", "example_requests", "export_id", "a_label",
+    "b_label", "label_a", "label_b",
 })
 _TAGS_TYPE = pa.list_(pa.string())
 _SIDE_KEYS = ("decision", "rendering", "reason_code", "position", "tokens", "detail",
@@ -119,6 +116,16 @@ class Masker:
         """A list of texts (tags, ids), each masked."""
         return [self.text(v) for v in values or []]
 
+    def identifier(self, value: Any) -> str:
+        """An identifier as shown (None -> ""): a secret of a known shape in it masked,
+        unless revealed (``ingest.secrets.mask_identifier``); never cut."""
+        if self.reveal:
+            return "" if value is None else value if isinstance(value, str) else str(value)
+        result = mask_identifier(value)
+        if result.count:
+            self._count()
+        return result.text
+
     def column(self, values: pa.Array | pa.ChunkedArray,
                privacy: pa.Array | pa.ChunkedArray | None = None,
                limit: int | None = None) -> pa.Array:
@@ -145,10 +152,11 @@ class Masker:
 
 
 def masked_request(row: Mapping[str, Any], masker: Masker) -> Mapping[str, Any]:
-    """A request row to show: its tags masked (the other ids are masked where they are
-    displayed, ``masked_ids``: the app opens the conversation by the real id)."""
+    """A request row to show: its tags masked as identifiers (the other ids are masked
+    where they are displayed, ``masked_ids``: the app opens the conversation by the real
+    id)."""
     out = dict(row)
-    out["tags"] = masker.values(row.get("tags"))
+    out["tags"] = [masker.identifier(v) for v in row.get("tags") or []]
     return frozen_row(out)
 
 def masked_labels(labels: pa.ChunkedArray, privacy: pa.Array, masker: Masker) -> pa.Array:
@@ -163,19 +171,25 @@ def masked_list_page(page: pa.Table, masker: Masker) -> pa.Table:
 
 
 def _masked_strings(values: pa.Array, masker: Masker) -> pa.Array:
-    """A string array through the detector, columnar: each distinct value is judged once
-    (an id column repeats its model, provider, policy and tag values on every row), then
-    the answers are spread back with ``take``. Nothing masked: the same array."""
+    """A string array of identifiers masked, columnar: one regular expression
+    (``identifier_pattern``, RE2 in Arrow) picks the values that may hold a secret of a
+    known shape, usually none; each distinct one of those is judged once by the detector
+    and the answers are spread back with ``take``. Nothing masked: the same array."""
     if len(values) == 0 or values.null_count == len(values):
         return values
-    distinct = pc.unique(values)
-    texts = distinct.to_pylist()
-    shown = [None if t is None else masker.text(t) for t in texts]
+    hits = pc.match_substring_regex(values, identifier_pattern())
+    if not pc.any(hits).as_py():
+        return values
+    candidates = pc.unique(pc.filter(values, hits))
+    texts = candidates.to_pylist()
+    shown = [masker.identifier(t) for t in texts]
     if shown == texts:
         return values
+    where = pc.index_in(values, candidates)
     # ``pa.array`` of a Python list imports pandas (a third of a second): only here, where
     # something is masked, is it paid
-    return pc.take(pa.array(shown, pa.string()), pc.index_in(values, distinct))
+    masked = pc.take(pa.array(shown, pa.string()), where)
+    return pc.if_else(pc.is_null(where), values, masked)
 
 
 def _masked_column(column: pa.Array | pa.ChunkedArray, masker: Masker
@@ -199,31 +213,59 @@ def _masked_column(column: pa.Array | pa.ChunkedArray, masker: Masker
     return column
 
 
+def _id_strings(column: pa.Array | pa.ChunkedArray) -> pa.Array | None:
+    """The strings of an identifier column (a list column's elements), or None if it holds
+    none."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = values.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = values.values  # every element (of a slice: more, never fewer)
+        kind = values.type
+    if pa.types.is_large_string(kind):
+        return values.cast(pa.string())
+    return values if pa.types.is_string(kind) else None
+
+
+def _any_may_hold_secret(table: pa.Table, names: list[str]) -> bool:
+    """Whether any value of those columns may hold a secret: the identifier pattern over
+    all of them at once (RE2 compiles it on each call, which costs more than matching a
+    page of ids)."""
+    strings = [a for a in (_id_strings(table[n]) for n in names) if a is not None and len(a)]
+    if not strings:
+        return False
+    every = strings[0] if len(strings) == 1 else pa.concat_arrays(strings)
+    return bool(pc.any(pc.match_substring_regex(every, identifier_pattern())).as_py())
+
+
 def masked_ids(value: Any, masker: Masker) -> Any:
     """The one way an identifier reaches a display: ids, tags, model, tool and skill names
-    (``ID_FIELDS``) with secret-shaped values masked, unless revealed.
+    (``ID_FIELDS``) with secrets of a known shape masked, unless revealed (never for their
+    entropy alone: ``ingest.secrets.identifier_pattern``).
 
-    ``value`` is an Arrow table (its ``ID_FIELDS`` columns, columnar: the detector sees each
-    distinct value once), an Arrow array (all of it), a mapping or a JSON document (the
+    ``value`` is an Arrow table (its ``ID_FIELDS`` columns, columnar: one regular
+    expression over each, the detector on the few values it picks), an Arrow array (all of
+    it), a mapping or a JSON document (the
     values under ``ID_FIELDS`` keys, at any depth), a list of texts, or one text. Returns a
     copy; the caller keeps the real ids to look things up by (the app opens a request by
     its real id)."""
     if masker.reveal or value is None:
         return value
     if isinstance(value, pa.Table):
+        names = [n for n in value.column_names if n in ID_FIELDS]
+        if not _any_may_hold_secret(value, names):
+            return value  # the usual answer, in one pass
         out = value
-        for name in value.column_names:
-            if name in ID_FIELDS:
-                i = out.schema.get_field_index(name)
-                original = out[name]
-                column = _masked_column(original, masker)
-                if column is not original:
-                    out = out.set_column(i, name, column)
+        for name in names:
+            i = out.schema.get_field_index(name)
+            original = out[name]
+            column = _masked_column(original, masker)
+            if column is not original:
+                out = out.set_column(i, name, column)
         return out
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         return _masked_column(value, masker)
     if isinstance(value, str):
-        return masker.text(value)
+        return masker.identifier(value)
     if isinstance(value, (list, tuple)):
         return [masked_ids(v, masker) if isinstance(v, (str, Mapping, list, tuple)) else v
                 for v in value]

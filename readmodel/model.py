@@ -388,10 +388,12 @@ class ReadModel:
     ) -> Iterator[pa.Table]:
         """Every matching request, in order, as masked tables of at most ``batch_rows``:
         the first arrives at once and memory stays that of one batch (``list`` prints them
-        as they come)."""
+        as they come). The store is read in pages that grow to 16 batches: a few passes
+        over it for the whole list, not one per batch."""
         masker = Masker(reveal)
         for batch in self.store.iter_assemblies(flt, sort=sort, descending=descending,
-                                                limit=limit, batch_rows=batch_rows):
+                                                limit=limit, batch_rows=batch_rows,
+                                                max_page_rows=16 * batch_rows):
             yield masked_list_page(pa.Table.from_batches([batch]), masker)
 
     # ------------------------------------------------------------------ one assembly

@@ -87,28 +87,36 @@ class RequestQueries(Database):
         descending: bool = False,
         limit: int | None = None,
         batch_rows: int = 4096,
+        max_page_rows: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """``list_assemblies`` as a stream of record batches: the first arrives before the
         rest is read, and memory stays that of one batch whatever the store's size. It reads
         on a cursor of its own, so other queries of this store are not held up meanwhile.
 
-        Each batch is one query: the next ``batch_rows`` rows in the list's order after the
-        last row of the batch before (a keyset page, ``_page_sql``). One query for the whole
-        list would stream too, but DuckDB sorts every matching row before the first comes
-        out: at 1,000,000 requests that sort held 564 MB for ``list --json | head``. A
-        page is a top-N of ``batch_rows`` rows, whatever the store's size."""
+        Each page is one query: the next rows in the list's order after the last row of the
+        page before (a keyset page, ``_page_sql``). One query for the whole list would
+        stream too, but DuckDB sorts every matching row before the first comes out: at
+        1,000,000 requests that sort held 564 MB for ``list --json | head``. A page is a
+        top-N, whatever the store's size, and each is a pass over the store: with
+        ``max_page_rows`` each page after the first is twice the one before, up to that
+        many rows (a reader of the whole list makes a few passes, not one per batch), still
+        yielded in batches of at most ``batch_rows``."""
         untimed = self._untimed_first(sort)
         cursor = self.cursor()
         after: tuple[str, str] | None = None
         left = limit
+        page_rows = batch_rows
         try:
             while left is None or left > 0:
-                rows = batch_rows if left is None else min(batch_rows, left)
+                rows = page_rows if left is None else min(page_rows, left)
+                if max_page_rows is not None:
+                    page_rows = max(batch_rows, min(page_rows * 2, max_page_rows))
                 sql, params = _page_sql(flt, sort, descending, rows, after, untimed)
                 page = cursor._arrow(sql, params)
                 if page.num_rows:
                     after = (page["assembly_id"][-1].as_py(), page["export_id"][-1].as_py())
-                    yield from page.drop_columns(["export_id"]).to_batches(max_chunksize=rows)
+                    yield from page.drop_columns(["export_id"]).to_batches(
+                        max_chunksize=min(rows, batch_rows))
                 if page.num_rows < rows:
                     return
                 if left is not None:

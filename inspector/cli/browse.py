@@ -55,6 +55,10 @@ def _run_app(
         db, kwargs["follower"] = _first_follow_store(source, fmt)
     else:
         db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
+        from ingest.store import Store
+
+        # a damaged or foreign file is one line here, not a traceback from the first worker
+        Store.open(db).close()
     if source is not None:
         kwargs.update(source_path=source, source_format=fmt)
     if policies_dir:  # fail on a bad registry before the screen takes over
@@ -240,6 +244,45 @@ def _time_shown(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# The zones whose times ``datetime.isoformat`` writes with ``+00:00``
+_UTC_ZONES = frozenset({"UTC", "Etc/UTC", "+00:00"})
+
+
+def _iso_times(column: Any) -> Any:
+    """A UTC time column as the strings ``datetime.isoformat`` makes of its values (the
+    JSON of a row: ``YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00``), columnar; None where that is
+    not sure (another zone or unit, a year before 1000), so the caller converts the rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if not (pa.types.is_timestamp(kind) and kind.tz in _UTC_ZONES and kind.unit in ("s", "ms", "us")):
+        return None
+    if column.null_count == len(column):
+        return None
+    if pc.min(pc.year(column)).as_py() < 1000:
+        return None  # strftime's %Y would not pad it to four digits
+    # (Arrays only, no Python scalar: converting one makes pyarrow import pandas.)
+    exact = column.cast(pa.timestamp("us", tz=kind.tz))
+    seconds = pc.floor_temporal(exact, unit="second")
+    whole = pc.strftime(seconds.cast(pa.timestamp("s", tz=kind.tz)), format="%Y-%m-%dT%H:%M:%S+00:00")
+    # %S of a time in microseconds has the six digits of its fraction
+    fraction = pc.strftime(exact, format="%Y-%m-%dT%H:%M:%S+00:00")
+    return pc.if_else(pc.equal(exact, seconds), whole, fraction)
+
+
+def _json_rows(table: Any) -> list[dict[str, Any]]:
+    """``pylist(table)`` as JSON will show it: times already written as ``isoformat`` does
+    (columnar: no ``datetime`` made and formatted per row)."""
+    from readmodel.rows import pylist
+
+    for i, name in enumerate(table.column_names):
+        shown = _iso_times(table.column(i))
+        if shown is not None:
+            table = table.set_column(i, name, shown)
+    return pylist(table)
+
+
 @click.command("list")
 @db_option
 @click.option("--filter", "filter_expr", metavar="EXPR", help="e.g. 'scenario:incident policy:v5 reason:stale'")
@@ -260,11 +303,11 @@ def list_cmd(db: str | None, filter_expr: str | None, sort: str, desc: bool, lim
     with _Answers(db) as answers:
         # printed as the store streams it: the first rows appear at once, and memory stays
         # that of one batch however large the store (``pylist``: rows without pandas)
-        batches = (pylist(t) for t in answers.request_stream(
-            flt, sort=sort, descending=desc, limit=limit, reveal=reveal))
+        tables = answers.request_stream(flt, sort=sort, descending=desc, limit=limit, reveal=reveal)
         if as_json:
-            stream_json_array(batches)
+            stream_json_array(_json_rows(t) for t in tables)
             return
+        batches = (pylist(t) for t in tables)
         shown = stream_table(([_time_shown(r) for r in rows] for rows in batches),
                              LIST_COLUMNS, max_width=36)
         matched, total = answers.request_counts(flt)
