@@ -5,24 +5,27 @@
 The local engine walks one DuckDB store chunk by chunk. Here the same walk is cut into
 **partitions**, each a run of whole conversations of one export, and every partition runs
 the local engine's own per-partition function (``replay.compare.compare_partition``,
-``replay.verify.verify_chunks``) on a Ray worker:
+``replay.verify.verify_chunks``) as a Ray task:
 
 1. The driver reads each export's manifest and Parquet footers (``read_layout``: a file that
    is not Parquet fails here, named) and decides each column's cast once
    (``resolve_types``, as ingest does).
-2. Ray Data reads the work list, the ``conversation_id`` column of every
-   ``context_assemblies`` file, and counts requests per conversation (``map_batches``); the
-   driver orders the conversations as the local walk does, (export id, conversation id), and
-   cuts them into contiguous partitions of about equal request counts.
-3. ``map_batches`` runs one task per partition: it loads the partition's rows from the
-   export's Parquet files into an in-memory DuckDB with the store's tables (a conversation's
-   graph rows, its requests and their recorded records: the membership of
-   ``Store.conversation_graphs``), wraps it as a ``Store`` and runs the per-partition
-   function on it. So a worker runs exactly the SQL and the replay the local engine runs.
-4. The driver takes the partitions' results in partition order (Ray Data's
-   ``preserve_order``) and merges them (``Comparison.merge``, ``merge_verify``): the merge
-   is exact, so the JSON aggregates equal the local engine's. With ``out`` the per-request
-   rows are written, in the same order, to one Parquet file.
+2. The driver counts requests per conversation from the ``conversation_id`` column of every
+   ``context_assemblies`` file (DuckDB, one column), orders the conversations as the local
+   walk does, (export id, conversation id), and cuts them into contiguous partitions of
+   about equal request counts: one per CPU of the cluster, more when the data is large
+   (``default_partitions``, ``partition_requests``).
+3. One Ray task per partition (the job put in the object store once): it loads the
+   partition's rows from the export's Parquet files into an in-memory DuckDB with the
+   store's tables (a conversation's graph rows, its requests and their recorded records:
+   the membership of ``Store.conversation_graphs``), reading only the row groups its keys'
+   span touches, wraps it as a ``Store`` and runs the per-partition function on it. So a
+   worker runs exactly the SQL and the replay the local engine runs.
+4. The driver takes the partitions' results in partition order (holding back those that
+   finish early) and merges them (``Comparison.merge``, ``merge_verify``): the merge is
+   exact, so the JSON aggregates equal the local engine's. With ``out`` the per-request
+   rows (Arrow, through the object store) are written, in the same order, to one Parquet
+   file.
 
 A task whose worker dies is retried by Ray (``MAX_RETRIES``); its result is the same, since a
 partition is a pure function of its files. A file that cannot be read fails the run with one
@@ -35,9 +38,8 @@ when a distributed run starts.
 from __future__ import annotations
 
 import math
-import pickle
+import os
 import re
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +56,7 @@ from ingest.sql import one_line_error, open_duckdb, q, show_value
 
 from .assembler import get_assembler
 from .compare import (RECORDED, TOP, Comparison, compare_partition, tally_in_recording)
+from .engine import REQUESTS_PER_CHUNK
 from .policy import PolicyRegistry
 from .verify import AssemblyVerdict, VerifyResult, finish_verify, merge_verify, verify_chunks
 
@@ -61,48 +64,60 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
     from ingest.store import Store
 
-__all__ = ["INSTALL", "MAX_RETRIES", "Partition", "RayJob", "compare_on_ray", "find_exports",
-           "partition_store", "plan_partitions", "ray_session", "verify_on_ray"]
+__all__ = ["INSTALL", "MAX_RETRIES", "Partition", "RayJob", "compare_on_ray", "default_partitions",
+           "find_exports", "object_store_size", "partition_requests", "partition_store",
+           "plan_partitions", "ray_session", "verify_on_ray"]
 
 INSTALL = "pip install 'contextlens[ray]'"
 MAX_RETRIES = 3  # a partition whose worker dies is run again this many times at most
 LOCAL_CPUS = 2  # the local Ray instance started without --address
-OBJECT_STORE_BYTES = 256 * 1024 * 1024  # partition results are small: a small store will do
-PARTITIONS_PER_CPU = 2  # default partitions: enough to keep every worker busy to the end
-MAX_PARTITION_REQUESTS = 10_000  # ... and none so large that a worker needs GBs (docs/scaling.md)
+OBJECT_STORE_BYTES = 256 * 1024 * 1024  # the local object store's least size (object_store_size)
+ROW_BYTES = 256  # about what one request's compare row (REQUEST_SCHEMA) takes as Arrow
+# a partition's share of the exports' tables (uncompressed): about 7,800 requests of the
+# generated exports (3.2 KB each), fewer of larger ones (partition_requests)
+PARTITION_BYTES = 24 * 1024 * 1024
+# ... and none over one chunk of the local walk (engine.REQUESTS_PER_CHUNK): a worker holds
+# what one local worker holds (docs/scaling.md), and no partition ends in a small last chunk
+MAX_PARTITION_REQUESTS = REQUESTS_PER_CHUNK
 
 Progress = Callable[[int, int], None]
 
-# Which rows of each table a partition loads, in load order (a table's condition may name the
-# tables loaded before it): the membership of ``Store.conversation_graphs``, plus the
-# partition's requests and their recorded records and decisions.
-_BY_CONVERSATION = "conversation_id IN (SELECT unnest($ids::VARCHAR[]))"
-_BY_RUN = "model_run_id IN (SELECT model_run_id FROM model_runs)"
-_BY_ASSEMBLY = "assembly_id IN (SELECT assembly_id FROM context_assemblies)"
-_MEMBERSHIP: tuple[tuple[str, str], ...] = (
-    ("conversations", _BY_CONVERSATION),
-    ("branches", _BY_CONVERSATION),
-    ("participants", _BY_CONVERSATION),
-    ("messages", _BY_CONVERSATION),
-    ("model_runs", _BY_CONVERSATION),
-    ("tool_memories", _BY_CONVERSATION),
-    ("context_assemblies", _BY_CONVERSATION),
-    ("tool_calls", _BY_RUN),
-    ("skill_states", _BY_RUN),
-    ("checkpoints", _BY_RUN),
-    ("tool_artifacts", "branch_id IN (SELECT branch_id FROM branches) "
-                       "OR owner_model_run_id IN (SELECT model_run_id FROM model_runs) "
-                       "OR tool_call_id IN (SELECT tool_call_id FROM tool_calls)"),
-    ("assembly_records", _BY_ASSEMBLY),
-    ("policy_decisions", _BY_ASSEMBLY),
+# Which rows of each table a partition loads, in load order: a row belongs when one of its
+# key columns is among the keys of a source, the partition's own conversations (None) or a
+# column of a table loaded before it. That is the membership of
+# ``Store.conversation_graphs`` (tool calls, skill states and checkpoints through their model
+# run; artifacts through branch, owner run or tool call), plus the partition's requests and
+# their recorded records and decisions.
+_Key = tuple[str, "tuple[str, str] | None"]  # (column, (table, column) or None: the partition's)
+_MEMBERSHIP: tuple[tuple[str, tuple[_Key, ...]], ...] = (
+    ("conversations", (("conversation_id", None),)),
+    ("branches", (("conversation_id", None),)),
+    ("participants", (("conversation_id", None),)),
+    ("messages", (("conversation_id", None),)),
+    ("model_runs", (("conversation_id", None),)),
+    ("tool_memories", (("conversation_id", None),)),
+    ("context_assemblies", (("conversation_id", None),)),
+    ("tool_calls", (("model_run_id", ("model_runs", "model_run_id")),)),
+    ("skill_states", (("model_run_id", ("model_runs", "model_run_id")),)),
+    ("checkpoints", (("model_run_id", ("model_runs", "model_run_id")),)),
+    ("tool_artifacts", (("branch_id", ("branches", "branch_id")),
+                        ("owner_model_run_id", ("model_runs", "model_run_id")),
+                        ("tool_call_id", ("tool_calls", "tool_call_id")))),
+    ("assembly_records", (("assembly_id", ("context_assemblies", "assembly_id")),)),
+    ("policy_decisions", (("assembly_id", ("context_assemblies", "assembly_id")),)),
 )
+# Tables a partition store has, with their columns, but no rows: compare and verify never
+# read them (they replay from the graph and compare with assembly_records; the recorded
+# decisions are one request's trace, for show and explain). policy_decisions is the largest
+# table of an export (about 40% of its bytes); the equality tests with the local engine hold
+# this (tests/cli/test_ray_engine.py, tests/unit/test_distributed_merge.py).
+_NOT_READ = frozenset({"policy_decisions"})
 
 
 def require_ray() -> Any:
     """The ``ray`` module, or the one-line error that says how to install it."""
     try:
         import ray
-        import ray.data  # noqa: F401
     except ImportError:
         raise ContextlensError(f"--engine ray needs Ray, which is not installed: {INSTALL}") from None
     return ray
@@ -198,55 +213,32 @@ def plan_partitions(work: list[tuple[int, str, int]], partitions: int) -> list[P
     return out
 
 
-def _count_conversations(batch: pa.Table) -> pa.Table:
-    # one thread: Acero's threaded group-by can fail with "thread index N is out of range"
-    # when the thread pool is resized under it, as in a Ray worker (apache/arrow#46227)
-    return batch.group_by(["path", "conversation_id"], use_threads=False).aggregate(
-        [([], "count_all")])
-
-
-def _work_list(ray: Any, exports: list[_Export]) -> list[tuple[int, str, int]]:
+def _work_list(exports: list[_Export]) -> list[tuple[int, str, int]]:
     """(export index, conversation id, requests) of every conversation with a request, in
-    walk order, read by Ray Data from the context_assemblies files."""
-    owner: dict[str, int] = {}
-    files: list[str] = []
-    for i, e in enumerate(exports):
-        for f in e.layout.tables["context_assemblies"].files:
-            owner[str(f.resolve())] = i
-            files.append(str(f.resolve()))
+    walk order: one column of the context_assemblies files, counted by DuckDB on the driver
+    (the exports are folders every node mounts at the same path; the driver reads their
+    footers already). One pass over ids is cheap next to the replay it plans, and costs no
+    Ray job: Ray Data's read took seconds of fixed cost here (docs/scaling.md)."""
+    work: list[tuple[int, str, int]] = []
+    con = open_duckdb()
     try:
-        import pyarrow.fs
-
-        # the exports are folders on a filesystem every node mounts at the same path (the
-        # partitions read them there too); naming it spares Ray Data guessing it per path
-        ds = ray.data.read_parquet(files, include_paths=True,
-                                   filesystem=pyarrow.fs.LocalFileSystem()).select_columns(
-            ["path", "conversation_id"])
-        counted = ds.map_batches(_count_conversations, batch_format="pyarrow", batch_size=None)
-        tables = [t for t in (pa.Table.from_batches(b.to_batches()) if isinstance(b, pa.Table)
-                              else b for b in ray.get(counted.to_arrow_refs())) if t.num_rows]
-    except Exception as err:  # Ray wraps a reader's error in its own types
-        _raise_unreadable([Path(f) for f in files], exports, err)
-        raise
-    if not tables:
-        return []
-    counts = pa.concat_tables([t.select(["path", "conversation_id", "count_all"]) for t in tables])
-    path_export = pa.array([owner.get(_local_path(p), -1) for p in counts["path"].to_pylist()],
-                           pa.int64())
-    ids = pa.array([exports[i].export_id if i >= 0 else "" for i in path_export.to_pylist()])
-    grouped = pa.table({"export": path_export, "export_id": ids,
-                        "conversation_id": counts["conversation_id"].cast(pa.string()),
-                        "n": counts["count_all"]}).group_by(
-        ["export", "export_id", "conversation_id"], use_threads=False).aggregate([("n", "sum")])
-    # byte order, as DuckDB orders VARCHAR in the local walk
-    ordered = grouped.sort_by([("export_id", "ascending"), ("conversation_id", "ascending")])
-    return list(zip(ordered["export"].to_pylist(), ordered["conversation_id"].to_pylist(),
-                    ordered["n_sum"].to_pylist()))
-
-
-def _local_path(path: str) -> str:
-    """A path as Ray Data reports it (the local filesystem drops the leading slash)."""
-    return str(Path(path if path.startswith("/") else "/" + path).resolve())
+        for i, e in enumerate(exports):
+            src = e.layout.tables["context_assemblies"]
+            try:
+                # the cast ingest makes (select_list), so the ids are the partitions' own;
+                # ORDER BY a VARCHAR is byte order, as the local walk's
+                counts = con.execute(
+                    f"SELECT conversation_id, count(*) FROM (SELECT {select_list(src)} FROM "
+                    f"{src.scan_sql()}) WHERE conversation_id IS NOT NULL GROUP BY ALL "
+                    "ORDER BY conversation_id").fetchall()
+            except duckdb.Error as err:
+                _raise_unreadable(src.files, exports, err)
+                raise ContextlensError(f"{e.layout.label}: table context_assemblies: cannot "
+                                       f"be read ({one_line_error(err)})") from None
+            work.extend((i, str(conversation), int(n)) for conversation, n in counts)
+    finally:
+        con.close()
+    return work
 
 
 # ----------------------------------------------------------------------------- one partition
@@ -264,16 +256,11 @@ def partition_store(export: _Export, conversation_ids: Sequence[str],
 
     con = open_duckdb()
     con.execute(f"SET threads = {int(threads)}")
-    ids = list(conversation_ids)
-    for name, condition in _MEMBERSHIP:
+    ids = sorted(conversation_ids)
+    for name, keys in _MEMBERSHIP:
         src = export.layout.tables[name]
-        sql = (f"CREATE TABLE {q(name)} AS SELECT * FROM (SELECT {select_list(src)}, "
-               f"$export AS export_id FROM {src.scan_sql()}) WHERE {condition}")
-        params: dict[str, Any] = {"export": export.export_id}
-        if "$ids" in condition:
-            params["ids"] = ids
         try:
-            con.execute(sql, params)
+            _load_member_rows(con, export, src, name, keys, ids)
         except duckdb.Error as err:
             con.close()
             _raise_unreadable(src.files, [export], err)
@@ -282,6 +269,50 @@ def partition_store(export: _Export, conversation_ids: Sequence[str],
     con.execute(_SUMMARY_DDL)
     con.execute(_SUMMARY_INSERT, [export.export_id, export.export_id])
     return Store(con, export.layout.root, True)
+
+
+def _load_member_rows(con: duckdb.DuckDBPyConnection, export: _Export, src: Any, name: str,
+                      keys: tuple[_Key, ...], ids: list[str]) -> None:
+    """Table ``name`` of the partition store: the rows of ``src`` whose key is among its
+    source's keys (``_MEMBERSHIP``), in file order.
+
+    Each key comes with its span (the least and greatest of its source's keys, constants):
+    it admits no row the list does not, but lets DuckDB skip the Parquet row groups outside
+    it by their min/max, so a partition of an export written in conversation order reads
+    its own row groups, not every file whole (which made each partition cost a scan of the
+    whole export: partitions x export)."""
+    params: dict[str, Any] = {"export": export.export_id}
+    if name in _NOT_READ:
+        con.execute(f"CREATE TABLE {q(name)} AS SELECT {select_list(src)}, $export AS export_id "
+                    f"FROM {src.scan_sql()} LIMIT 0", params)
+        return
+    wheres: list[str] = []
+    for i, (column, source) in enumerate(keys):
+        if source is None:
+            members = "SELECT unnest($ids::VARCHAR[])"
+            params["ids"] = ids
+            low, high = (ids[0], ids[-1]) if ids else (None, None)
+        else:
+            table, key = source
+            members = f"SELECT {q(key)} FROM {q(table)}"
+            low, high = con.execute(f"SELECT min({q(key)}), max({q(key)}) FROM {q(table)}").fetchone()
+        params[f"low{i}"], params[f"high{i}"] = low, high
+        wheres.append(f"{q(column)} BETWEEN $low{i} AND $high{i} AND {q(column)} IN ({members})")
+    if len(wheres) == 1:
+        con.execute(f"CREATE TABLE {q(name)} AS SELECT * FROM (SELECT {select_list(src)}, "
+                    f"$export AS export_id FROM {src.scan_sql()}) WHERE {wheres[0]}", params)
+        return
+    # a row reached by several keys: one pruned scan per key, each row once (by its file and
+    # row number), in file order as one scan would give them
+    located = src.scan_sql(", filename='_member_file', file_row_number=true")
+    scan = (f"SELECT {select_list(src)}, $export AS export_id, _member_file, file_row_number "
+            f"FROM {located}")
+    union = " UNION ALL ".join(f"SELECT * FROM ({scan}) WHERE {w}" for w in wheres)
+    params["files"] = [str(f) for f in src.files]
+    con.execute(f"CREATE TABLE {q(name)} AS SELECT * EXCLUDE (_member_file, file_row_number) "
+                f"FROM ({union}) QUALIFY row_number() OVER (PARTITION BY _member_file, "
+                "file_row_number) = 1 ORDER BY list_position($files::VARCHAR[], _member_file), "
+                "file_row_number", params)
 
 
 def _raise_unreadable(files: Sequence[Path], exports: list[_Export], err: BaseException) -> None:
@@ -316,8 +347,8 @@ class RayJob:
 
 def run_partition(job: RayJob, export: int, conversation_ids: Sequence[str]) -> dict[str, Any]:
     """One partition on a worker: its store loaded, the per-partition function run. Returns
-    the partial result (pickled), the per-request rows (Arrow IPC, when wanted) and extras
-    (in_recording rows, verdicts, versions)."""
+    the partial result, the per-request rows (Arrow, when wanted) and extras (in_recording
+    rows, verdicts, versions)."""
     store = partition_store(job.exports[export], conversation_ids)
     try:
         if job.command == "compare":
@@ -337,24 +368,17 @@ def run_partition(job: RayJob, export: int, conversation_ids: Sequence[str]) -> 
         store.close()
 
 
-def _task(batch: dict[str, Any], job: RayJob,
+def _task(job: RayJob, export: int, conversation_ids: Sequence[str],
           runner: Callable[[RayJob, int, Sequence[str]], dict[str, Any]]) -> dict[str, Any]:
-    """The ``map_batches`` function: each partition of the batch run, its output pickled
-    into one row (index, payload)."""
-    indices, payloads = [], []
-    for index, export, convs in zip(batch["partition"], batch["export"], batch["conversations"]):
-        indices.append(int(index))
-        try:
-            output = runner(job, int(export), [str(c) for c in convs])
-        except ContextlensError as err:
-            # bad input (a damaged file): the same on any retry, and Ray would reduce it to
-            # a stack trace in text; the driver raises it as the one line it is
-            output = {"error": str(err), "exit_code": err.exit_code}
-        payloads.append(pickle.dumps(output, protocol=pickle.HIGHEST_PROTOCOL))
-    import numpy as np
-
-    return {"partition": np.array(indices, dtype=np.int64),
-            "payload": np.array(payloads, dtype=object)}
+    """One partition task (a Ray remote function): the runner's output as it is (its Arrow
+    tables travel through the object store by their buffers, read back without a copy), or
+    the bad input it met as one line."""
+    try:
+        return runner(job, export, conversation_ids)
+    except ContextlensError as err:
+        # bad input (a damaged file): the same on any retry, and Ray would reduce it to a
+        # stack trace in text; the driver raises it as the one line it is
+        return {"error": str(err), "exit_code": err.exit_code}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -363,10 +387,12 @@ def _task(batch: dict[str, Any], job: RayJob,
 @dataclass
 class ray_session:
     """Ray for one run: connected to ``address`` (``auto``, ``ray://HOST:PORT``), or a local
-    instance of ``LOCAL_CPUS`` started for the run; one already started in this process
-    (a test's, an app's) is used as it is and left running."""
+    instance of ``LOCAL_CPUS`` started for the run, its object store of
+    ``object_store_bytes`` (default: ``object_store_size()``); one already started in this
+    process (a test's, an app's) is used as it is and left running."""
 
     address: str | None = None
+    object_store_bytes: int | None = None
     started: bool = field(default=False, init=False)
 
     def __enter__(self) -> Any:
@@ -378,8 +404,12 @@ class ray_session:
                                       "configure_logging": True}
             try:
                 if self.address is None:
+                    # Ray runs its workers at nice 15 by default: on a machine shared with
+                    # anything else they get a sliver of the CPU (the local engine runs at
+                    # 0). A cluster's nodes take it at start: RAY_worker_niceness=0 ray start
                     ray.init(num_cpus=LOCAL_CPUS, include_dashboard=False,
-                             object_store_memory=OBJECT_STORE_BYTES, **kwargs)
+                             object_store_memory=self.object_store_bytes or object_store_size(),
+                             _system_config={"worker_niceness": 0}, **kwargs)
                 else:
                     ray.init(address=self.address, **kwargs)
             except ContextlensError:
@@ -396,6 +426,27 @@ class ray_session:
     def __exit__(self, *_: Any) -> None:
         if self.started:
             require_ray().shutdown()
+
+
+def object_store_size(result_bytes: int = 0) -> int:
+    """The local object store: what the run's results need (``result_bytes``; twice, for
+    the ones held back until the partitions before them are in), at least
+    ``OBJECT_STORE_BYTES``, at most Ray's own default share of this machine's memory (30%).
+    The store holds only the partitions' results (the job goes in once, and every task
+    reads its rows from the Parquet files itself); it is mapped, not filled, up front."""
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not on every platform
+        machine = 4 * OBJECT_STORE_BYTES
+    return int(min(max(2 * result_bytes, OBJECT_STORE_BYTES), max(0.3 * machine,
+                                                                  OBJECT_STORE_BYTES)))
+
+
+def _result_bytes(exports: list[_Export], want_rows: bool) -> int:
+    """About what a run's results take in the object store: with ``--out`` the per-request
+    rows of every request (the rest is small: counters, a few examples)."""
+    requests = sum(sum(e.layout.tables["context_assemblies"].file_rows) for e in exports)
+    return requests * (ROW_BYTES if want_rows else 0)
 
 
 def _cluster_messages_to_stderr() -> None:
@@ -415,55 +466,86 @@ def _cluster_messages_to_stderr() -> None:
 
 
 def quiet() -> None:
-    """Ray Data's progress bars and per-run log lines off: the CLI prints its own progress."""
+    """Ray's own error logs off: a failed run is reported as one line by the driver, they
+    would repeat it as stack traces."""
     import logging
 
-    import ray.data
-
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-    ctx.execution_options.preserve_order = True
-    # a failed run is reported as one line by the driver: Ray's own error logs would
-    # repeat it as stack traces
-    for name in ("ray.data", "ray"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    logging.getLogger("ray").setLevel(logging.CRITICAL)
 
 
-def _default_partitions(ray: Any, total_requests: int) -> int:
-    cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
-    return max(cpus * PARTITIONS_PER_CPU, math.ceil(total_requests / MAX_PARTITION_REQUESTS))
+def partition_requests(exports: list[_Export]) -> int:
+    """Requests per partition, from the data: ``PARTITION_BYTES`` of the exports' tables
+    (uncompressed, as their Parquet footers say) per partition, at most
+    ``MAX_PARTITION_REQUESTS``. A worker's memory grows with its partition's rows, so
+    exports of larger requests (long histories, real content) get smaller partitions."""
+    requests = sum(sum(e.layout.tables["context_assemblies"].file_rows) for e in exports)
+    if not requests:
+        return MAX_PARTITION_REQUESTS
+    data = sum(_uncompressed_bytes(src) for e in exports for src in e.layout.tables.values())
+    per_request = max(1, data // requests)
+    return max(1, min(MAX_PARTITION_REQUESTS, PARTITION_BYTES // per_request))
+
+
+def _uncompressed_bytes(src: Any) -> int:
+    total = 0
+    for path in src.files:
+        try:
+            meta = pq.read_metadata(path)
+        except (pa.ArrowException, OSError):  # named by the partition that reads it
+            continue
+        total += sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+    return total
+
+
+def default_partitions(cpus: int, total_requests: int, per_partition: int) -> int:
+    """As few partitions as keep every CPU busy (one each) and each partition within
+    ``per_partition`` requests, rounded up to a whole number of waves over the CPUs, so the
+    last wave does not leave CPUs idle. Fewer, larger partitions read less: each reads the
+    row groups its span touches, the first and last of them shared with its neighbours."""
+    cpus = max(1, cpus)
+    needed = max(cpus, math.ceil(total_requests / max(1, per_partition)))
+    return cpus * math.ceil(needed / cpus)
+
+
+def _plan(ray: Any, exports: list[_Export], partitions: int | None,
+          workers: int | None) -> list[Partition]:
+    work = _work_list(exports)
+    if not partitions:
+        cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
+        partitions = default_partitions(min(cpus, workers or cpus), sum(n for _, _, n in work),
+                                        partition_requests(exports))
+    return plan_partitions(work, partitions)
 
 
 def _run(ray: Any, job: RayJob, partitions: list[Partition], progress: Progress | None,
          workers: int | None, runner: Callable[..., dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Every partition's output, in partition order, as the tasks finish."""
+    """Every partition's output, in partition order, as the tasks finish: one Ray task per
+    partition (retried alone if its worker dies), at most ``workers`` at once (default: two
+    per CPU of the cluster), the job put in the object store once for all of them."""
     report = progress or (lambda _d, _t: None)
     total = len(partitions)
     report(0, total)
     if not partitions:
         return
-    items = pa.table({
-        "partition": pa.array([p.index for p in partitions], pa.int64()),
-        "export": pa.array([p.export for p in partitions], pa.int64()),
-        "conversations": pa.array([list(p.conversation_ids) for p in partitions],
-                                  pa.list_(pa.string())),
-    })
-    # one block per partition: one task each, retried alone
-    ds = ray.data.from_arrow([items.slice(i, 1) for i in range(total)])
-    with warnings.catch_warnings():
-        # Ray Data retries a task whose worker died without end unless told otherwise, and
-        # this is the one way to tell it (deprecated in Ray 2.60, hence the extra's bound)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        mapped = ds.map_batches(
-            _task, batch_size=1, batch_format="numpy", zero_copy_batch=True,
-            fn_kwargs={"job": job, "runner": runner}, num_cpus=1, concurrency=workers,
-            max_retries=MAX_RETRIES)
-    done = 0
+    task = ray.remote(_task).options(num_cpus=1, max_retries=MAX_RETRIES)
+    job_ref = ray.put(job)
+    # tasks in flight: every CPU busy and one more each queued, not every partition at once
+    # (waiting on 100,000 of them would cost the driver more than the merge)
+    limit = workers or 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+    pending: dict[Any, int] = {}  # running task -> its partition
+    finished: dict[int, dict[str, Any]] = {}  # outputs waiting for the partitions before them
+    submitted = done = 0
     try:
-        for batch in mapped.iter_batches(batch_size=None, batch_format="numpy"):
-            for payload in batch["payload"]:
-                output = pickle.loads(payload)
+        while done < total:
+            while submitted < total and len(pending) < limit:
+                p = partitions[submitted]
+                pending[task.remote(job_ref, p.export, list(p.conversation_ids), runner)] = submitted
+                submitted += 1
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                finished[pending.pop(ref)] = ray.get(ref)
+            while done in finished:
+                output = finished.pop(done)
                 if "error" in output:
                     failed = ContextlensError(output["error"])
                     failed.exit_code = output["exit_code"]
@@ -475,6 +557,9 @@ def _run(ray: Any, job: RayJob, partitions: list[Partition], progress: Progress 
         raise
     except Exception as err:
         raise _task_error(err) from None
+    finally:
+        for ref in pending:  # a failed or abandoned run leaves no task running
+            ray.cancel(ref)
 
 
 def _task_error(err: BaseException) -> ContextlensError:
@@ -501,18 +586,17 @@ def compare_on_ray(exports: Sequence[str | Path], registry: PolicyRegistry, a: s
     """``replay.compare.compare`` over the Parquet ``exports`` on Ray (see the module
     docstring): the same ``Comparison``. ``progress(done, total)`` counts partitions;
     ``out`` takes the per-request rows in the local engine's order. ``partitions`` (default:
-    ``PARTITIONS_PER_CPU`` per CPU of the cluster, more for a large export) and ``workers``
-    (tasks at once; default all CPUs) shape the run; ``runner`` is the partition function
-    (a test's wraps it to kill its worker)."""
+    ``default_partitions``, from the cluster's CPUs and the data) and ``workers`` (tasks at
+    once; default all CPUs) shape the run; ``runner`` is the partition function (a test's
+    wraps it to kill its worker)."""
     from ingest.filters import parse_filter
 
     _check_versions(registry, a, b)
     parsed = parse_filter(flt) if isinstance(flt, str) or flt is None else flt
     opened = _open_exports(exports)
-    with ray_session(address) as ray:
-        work = _work_list(ray, opened)
-        plan = plan_partitions(work, partitions or _default_partitions(
-            ray, sum(n for _, _, n in work)))
+    store_bytes = object_store_size(_result_bytes(opened, out is not None))
+    with ray_session(address, store_bytes) as ray:
+        plan = _plan(ray, opened, partitions, workers)
         job = RayJob(opened, registry, "compare", a, b, parsed, out is not None, top)
         result = Comparison(a, b, parsed.text)
         recorded: list[pa.Table] = []
@@ -550,9 +634,7 @@ def verify_on_ray(exports: Sequence[str | Path], registry: PolicyRegistry,
     emit = on_verdict if on_verdict is not None else result.results.append
     versions: Counter = Counter()
     with ray_session(address) as ray:
-        work = _work_list(ray, opened)
-        plan = plan_partitions(work, partitions or _default_partitions(
-            ray, sum(n for _, _, n in work)))
+        plan = _plan(ray, opened, partitions, workers)
         job = RayJob(opened, registry, "verify", filter=parsed, assembler=assembler)
         for output in _run(ray, job, plan, progress, workers, runner):
             merge_verify(result, output["result"])
