@@ -64,9 +64,10 @@ from ingest.sql import registered, scratch_connection
 from ingest.tags import UNATTRIBUTED_TOKENS, int_tag_column
 from ingest.text import natural_key
 
+from .assembler import get_assembler
 from .engine import (
     CONVERSATIONS_PER_CHUNK, REPLAY_COLUMNS, REPLAY_SCHEMA, Chunk, chunk_facts, chunks,
-    in_processes, replay_chunk, worker_count,
+    has_columnar_form, in_processes, replay_chunk, worker_count,
 )
 from .policy import PolicyRegistry, RuntimePolicy, effective_budgets
 from .safety import FINDING_OF_RULE, graph_findings, standard_blocked, standard_windows
@@ -691,7 +692,7 @@ def compare(store: "Store", registry: PolicyRegistry, a: str, b: str,
     matching ``flt``. ``progress(done, total)`` is called per chunk; when ``cancelled()``
     turns true the walk stops with ``CompareCancelled``. Unknown versions and a bad filter
     raise ContextlensError before any replay. ``workers`` > 1 compares the chunks in that
-    many processes (None: one per CPU; the same result; ``engine.worker_count``)."""
+    many processes (None: one per free CPU; the same result; ``engine.worker_count``)."""
     from ingest.filters import parse_filter
 
     registry.get(b)
@@ -787,10 +788,14 @@ def _compare_chunk(store: "Store", registry: PolicyRegistry, a: str, b: str, chu
     SQL runs on this thread's scratch connection (``ingest.sql``), every name registered
     there for this chunk only."""
     # the chunk's graph, read once as Arrow for both replays and the safety of the requests
-    # whose selection changed
-    graphs = store.conversation_graphs(list(chunk.conversation_ids), chunk.export_id)
+    # whose selection changed; neither the columnar replay nor the safety judgement reads
+    # the free-text bodies (a runtime's rule or a plugin, replayed request by request, may)
+    runtime = any(isinstance(registry.get(v), RuntimePolicy) for v in (a, b) if v != RECORDED)
+    graphs = store.conversation_graphs(
+        list(chunk.conversation_ids), chunk.export_id,
+        bodies=runtime or not has_columnar_form(get_assembler()))
     facts = None
-    if a != RECORDED and not any(isinstance(registry.get(v), RuntimePolicy) for v in (a, b)):
+    if a != RECORDED and not runtime:
         # both sides replay one graph: its policy-independent facts are computed once
         facts = chunk_facts(chunk, graphs)
     # records are compared, not selection hashes: none are computed

@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -57,7 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ingest.store import Store
 
 __all__ = ["ASSEMBLY_COLUMNS", "REPLAY_COLUMNS", "Chunk", "Replayed", "chunk_facts", "chunks",
-           "has_columnar_form", "in_processes", "replay_chunk", "replay_chunk_oracle", "worker_count"]
+           "cpu_load", "free_cpus", "has_columnar_form", "in_processes", "replay_chunk",
+           "replay_chunk_oracle", "worker_count"]
 
 CONVERSATIONS_PER_CHUNK = 2048
 REQUESTS_PER_CHUNK = 8192  # a chunk of long conversations stops here (at their boundary)
@@ -166,13 +168,75 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def worker_count(workers: int | None, requests: int) -> int:
-    """How many processes ``in_processes`` should use for ``requests``: ``workers`` (None:
-    one per CPU), but 1 for at most one chunk's worth, where starting workers would cost
-    more than they save."""
+def cpu_load(interval: float = 0.25) -> float:
+    """How many of this process's CPUs other work keeps busy: the larger of the machine's
+    load average over the last minute, as a share of this process's CPUs (the machine's
+    figure times ``available_cpus() / os.cpu_count()``: a container limited to 2 of 64
+    CPUs sees the whole host's load; spread evenly, 2/64 of it falls on its CPUs), and the
+    busy time of this process's CPUs over the next ``interval`` seconds (``_busy_cpus``:
+    a program started a few seconds ago has not moved the load average yet)."""
+    try:
+        load = os.getloadavg()[0] * available_cpus() / max(os.cpu_count() or 1, 1)
+    except (AttributeError, OSError):  # not on every platform
+        load = 0.0
+    return max(load, _busy_cpus(interval))
+
+
+def _busy_cpus(interval: float) -> float:
+    """The CPUs of this process's set busy over ``interval`` seconds, from their busy and
+    idle times in /proc/stat (Linux; 0.0 elsewhere): 1.0 when another program keeps one
+    core busy, whatever its age."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        first = _cpu_times(cpus)
+        time.sleep(interval)
+        second = _cpu_times(cpus)
+    except (AttributeError, OSError, ValueError):
+        return 0.0
+    busy = 0.0
+    for cpu in first.keys() & second.keys():
+        (idle0, total0), (idle1, total1) = first[cpu], second[cpu]
+        if total1 > total0:
+            busy += 1.0 - (idle1 - idle0) / (total1 - total0)
+    return busy
+
+
+def _cpu_times(cpus: set[int]) -> dict[int, tuple[int, int]]:
+    """(idle, total) clock ticks of each CPU of ``cpus`` so far (/proc/stat's cpuN lines:
+    user nice system idle iowait irq softirq steal; idle counts idle and iowait)."""
+    out: dict[int, tuple[int, int]] = {}
+    with open("/proc/stat", encoding="ascii") as stat:
+        for line in stat:
+            name, _, rest = line.partition(" ")
+            if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+                continue
+            ticks = [int(v) for v in rest.split()[:8]]
+            out[int(name[3:])] = (ticks[3] + (ticks[4] if len(ticks) > 4 else 0), sum(ticks))
+    return out
+
+
+def free_cpus(cpus: int | None = None, load: float | None = None) -> int:
+    """How many of ``cpus`` (default ``available_cpus()``) are free: ``cpus`` less the
+    ``load`` on them (default ``cpu_load()``), rounded half up, at least 1. On 2 CPUs
+    under a load of 1 (another program keeps one core busy) one is free: a second worker
+    would only share a core with the first (issue 28 measured two workers 1.3x slower
+    than one then; ``benchmarks/bench_compare.py --loaded`` compares the two); under a
+    load of 0.5 or less both are."""
+    cpus = available_cpus() if cpus is None else cpus
+    load = cpu_load() if load is None else load
+    return max(1, min(cpus, int(cpus - max(load, 0.0) + 0.5)))
+
+
+def worker_count(workers: int | None, requests: int, cpus: int | None = None,
+                 load: float | None = None) -> int:
+    """How many processes ``in_processes`` should use for ``requests``: ``workers``, or when
+    None one per free CPU (``free_cpus(cpus, load)``: the CPUs this process may use, less
+    the machine's load on them), so the default is never a second worker sharing a busy
+    core; but 1 for at most one chunk's worth, where starting workers would cost more
+    than they save."""
     if requests <= REQUESTS_PER_CHUNK:
         return 1
-    return max(1, workers if workers is not None else available_cpus())
+    return max(1, workers if workers is not None else free_cpus(cpus, load))
 
 
 T = TypeVar("T")  # what a chunk's task returns to in_processes

@@ -7,17 +7,15 @@ conversations of one export at once); ``conversation_graph`` is that form for on
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..contract import TABLES, TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS
 from ..errors import NotFoundError
 from ..sql import q
-from .database import Database, cols_of
+from .database import Database
 
-__all__ = ["GRAPH_TABLES", "GraphQueries"]
+__all__ = ["BODIES", "GRAPH_TABLES", "GraphQueries"]
 
 # the tables of a conversation graph
 GRAPH_TABLES: tuple[str, ...] = (
@@ -30,6 +28,9 @@ _OWN_CONVERSATION = ("conversations", "branches", "participants", "messages", "m
                      "tool_memories")
 # tables whose rows belong to a conversation through their model run
 _THROUGH_RUN = ("tool_calls", "skill_states", "checkpoints")
+# the free-text bodies of the graph, which no columnar replay or safety judgement reads
+# (an artifact's result_preview is: its length is part of a reference's tokens)
+BODIES: dict[str, tuple[str, ...]] = {"messages": ("content",), "tool_memories": ("summary",)}
 
 
 def _span(table: pa.Table, column: str) -> list[str]:
@@ -110,7 +111,8 @@ class GraphQueries(Database):
         graphs = self.conversation_graphs([conversation_id], export_id)
         return {name: t.drop_columns(["graph_conversation_id"]) for name, t in graphs.items()}
 
-    def conversation_graphs(self, conversation_ids: list[str], export_id: str) -> dict[str, pa.Table]:
+    def conversation_graphs(self, conversation_ids: list[str], export_id: str,
+                            bodies: bool = True) -> dict[str, pa.Table]:
         """The graph rows of many conversations of one export, in one query per table.
 
         A row belongs to a conversation when it names it; tool calls, skill states and
@@ -118,7 +120,11 @@ class GraphQueries(Database):
         its owner run. Each table has the contract columns plus ``graph_conversation_id`` (the conversation
         the row belongs to; a row reachable from two conversations appears once for each),
         ordered by graph_conversation_id, then the table's primary key. Messages, tool calls,
-        tool artifacts and model runs also have ``transcript_facts`` (null but for transcripts)."""
+        tool artifacts and model runs also have ``transcript_facts`` (null but for transcripts).
+
+        ``bodies=False`` leaves the free-text bodies no columnar replay or safety judgement
+        reads (``BODIES``: a message's content, a memory's summary) null, in the same
+        schema: about half of what a chunk's messages cost to read (compare)."""
         ids = list(conversation_ids)
         if not ids:
             ids = [""]  # no conversation is named "": every table comes back empty
@@ -127,69 +133,73 @@ class GraphQueries(Database):
         # outside it by their min/max (the list alone reads the whole table, so a chunk's
         # graph would cost more as the store grows)
         conv = "SELECT cid FROM _graph_conversations"
-        within = "BETWEEN ? AND ?"
-        scope = [min(ids), max(ids)]  # the parameters of "{within} AND ... IN ({conv})"
-        runs = (f"SELECT DISTINCT conversation_id AS cid, model_run_id FROM model_runs "
-                f"WHERE export_id = ? AND conversation_id {within} AND conversation_id IN ({conv})")
+        scope = [min(ids), max(ids)]
         out: dict[str, pa.Table] = {}
         with self._registered(_graph_conversations=pa.table({"cid": pa.array(ids, pa.string())})):
-            for name in GRAPH_TABLES:
-                cols = cols_of(name, "t") + self.facts_column(name, "t")
-                if name in _OWN_CONVERSATION:
-                    sql = (f"SELECT {cols}, t.conversation_id AS graph_conversation_id FROM {q(name)} t "
-                           f"WHERE t.export_id = ? AND t.conversation_id {within} "
-                           f"AND t.conversation_id IN ({conv})")
-                    params: list[Any] = [export_id, *scope]
-                elif name in _THROUGH_RUN:
-                    sql = (f"SELECT {cols}, r.cid AS graph_conversation_id FROM {q(name)} t "
-                           f"JOIN ({runs}) r ON r.model_run_id = t.model_run_id "
-                           f"WHERE t.export_id = ? AND t.model_run_id {within}")
-                    params = [export_id, *scope, export_id, *_span(out["model_runs"], "model_run_id")]
-                else:  # tool_artifacts: see _artifact_rows
-                    out[name] = self._artifact_rows(cols, export_id, runs, scope, out)
-                    continue
+            for name in _OWN_CONVERSATION:
                 out[name] = self._arrow(
-                    f"{sql} ORDER BY graph_conversation_id, "
-                    + ", ".join(f"t.{q(c)}" for c in TABLES[name].primary_key),
-                    params,
-                )
-        return out
+                    f"SELECT {self._graph_columns(name, bodies)}, "
+                    f"t.conversation_id AS graph_conversation_id FROM {q(name)} t "
+                    f"WHERE t.export_id = ? AND t.conversation_id BETWEEN ? AND ? "
+                    f"AND t.conversation_id IN ({conv}) {_order(name)}",
+                    [export_id, *scope])
+        # the rows reached through a run, a branch or a call join the chunk's own runs,
+        # branches and calls, read already (a query of the store would read them again)
+        keys = {"_graph_runs": _keys(out["model_runs"], "model_run_id"),
+                "_graph_branches": _keys(out["branches"], "branch_id")}
+        with self._registered(**keys):
+            for name in _THROUGH_RUN:
+                out[name] = self._arrow(
+                    f"SELECT {self._graph_columns(name, bodies)}, "
+                    f"r.cid AS graph_conversation_id FROM {q(name)} t "
+                    "JOIN _graph_runs r ON r.key = t.model_run_id "
+                    f"WHERE t.export_id = ? AND t.model_run_id BETWEEN ? AND ? {_order(name)}",
+                    [export_id, *_span(out["model_runs"], "model_run_id")])
+            with self._registered(_graph_calls=_keys(out["tool_calls"], "tool_call_id")):
+                out["tool_artifacts"] = self._artifact_rows(
+                    self._graph_columns("tool_artifacts", bodies), export_id, out)
+        return {name: out[name] for name in GRAPH_TABLES}
 
-    def _artifact_rows(self, cols: str, export_id: str, runs: str, scope: list[Any],
-                       fetched: dict[str, pa.Table]) -> pa.Table:
+    def _graph_columns(self, name: str, bodies: bool) -> str:
+        """The select list of a graph table's rows (alias ``t``): its contract columns, a
+        body null unless ``bodies``, and its transcript facts (``facts_column``)."""
+        skipped = () if bodies else BODIES.get(name, ())
+        return ", ".join(f"NULL::VARCHAR AS {q(c)}" if c in skipped else f"t.{q(c)}"
+                         for c in TABLES[name].column_names) + self.facts_column(name, "t")
+
+    def _artifact_rows(self, cols: str, export_id: str, fetched: dict[str, pa.Table]) -> pa.Table:
         """The chunk's tool_artifacts rows (``conversation_graphs``): an artifact belongs to
-        a conversation through its branch, its owner run or its tool call. Which rows, each
-        with its conversation, is found first (each way scanning only the span of its ids
-        among the rows ``fetched`` already: branches, runs, calls), then those rows are read
-        by rowid, within their span: two small reads instead of the whole table twice."""
-        conv = "SELECT cid FROM _graph_conversations"
-        pairs = self._arrow(
-            f"WITH runs AS ({runs}), "
-            "br AS (SELECT DISTINCT conversation_id AS cid, branch_id FROM branches "
-            f"       WHERE export_id = ? AND conversation_id BETWEEN ? AND ? "
-            f"       AND conversation_id IN ({conv})), "
-            "calls AS (SELECT DISTINCT r.cid, c.tool_call_id FROM tool_calls c "
-            "          JOIN runs r ON r.model_run_id = c.model_run_id "
-            "          WHERE c.export_id = ? AND c.model_run_id BETWEEN ? AND ?) "
-            "SELECT br.cid, a.rowid AS rid FROM tool_artifacts a JOIN br ON br.branch_id = a.branch_id "
+        a conversation through its branch, its owner run or its tool call (the chunk's
+        branches, runs and calls, registered as ``_graph_branches``, ``_graph_runs`` and
+        ``_graph_calls``). Which rows, each with its conversation, is found by their rowids
+        (each way scanning only the span of its keys), then those rows are read, in one
+        query: DuckDB passes the rowids' range from the join to the last scan (a dynamic
+        filter, "rowid IN PRF" in its plan), which then skips the row groups outside it."""
+        return self._arrow(
+            "WITH p AS ("
+            "SELECT b.cid, a.rowid AS rid FROM tool_artifacts a "
+            "JOIN _graph_branches b ON b.key = a.branch_id "
             "WHERE a.export_id = ? AND a.branch_id BETWEEN ? AND ? "
             "UNION SELECT r.cid, a.rowid FROM tool_artifacts a "
-            "JOIN runs r ON r.model_run_id = a.owner_model_run_id "
+            "JOIN _graph_runs r ON r.key = a.owner_model_run_id "
             "WHERE a.export_id = ? AND a.owner_model_run_id BETWEEN ? AND ? "
-            "UNION SELECT c.cid, a.rowid FROM tool_artifacts a JOIN calls c ON c.tool_call_id = a.tool_call_id "
-            "WHERE a.export_id = ? AND a.tool_call_id BETWEEN ? AND ?",
-            [export_id, *scope, export_id, *scope,
+            "UNION SELECT c.cid, a.rowid FROM tool_artifacts a "
+            "JOIN _graph_calls c ON c.key = a.tool_call_id "
+            "WHERE a.export_id = ? AND a.tool_call_id BETWEEN ? AND ?) "
+            f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
+            f"JOIN p ON p.rid = t.rowid {_order('tool_artifacts')}",
+            [export_id, *_span(fetched["branches"], "branch_id"),
              export_id, *_span(fetched["model_runs"], "model_run_id"),
-             export_id, *_span(fetched["branches"], "branch_id"),
-             export_id, *_span(fetched["model_runs"], "model_run_id"),
-             export_id, *_span(fetched["tool_calls"], "tool_call_id")],
-        )
-        rids = pairs.column("rid")
-        low, high = (pc.min(rids).as_py(), pc.max(rids).as_py()) if len(rids) else (0, -1)
-        with self._registered(_graph_artifacts=pairs):
-            return self._arrow(
-                f"SELECT {cols}, p.cid AS graph_conversation_id FROM tool_artifacts t "
-                "JOIN _graph_artifacts p ON p.rid = t.rowid WHERE t.rowid BETWEEN ? AND ? "
-                "ORDER BY graph_conversation_id, "
-                + ", ".join(f"t.{q(c)}" for c in TABLES["tool_artifacts"].primary_key),
-                [low, high])
+             export_id, *_span(fetched["tool_calls"], "tool_call_id")])
+
+
+def _order(name: str) -> str:
+    """The order of a graph table's rows: by conversation, then primary key."""
+    return "ORDER BY graph_conversation_id, " + ", ".join(
+        f"t.{q(c)}" for c in TABLES[name].primary_key)
+
+
+def _keys(table: pa.Table, column: str) -> pa.Table:
+    """(cid, key): each distinct pair of a fetched graph table's conversation and ``column``."""
+    return table.select(["graph_conversation_id", column]).rename_columns(
+        ["cid", "key"]).group_by(["cid", "key"], use_threads=False).aggregate([])

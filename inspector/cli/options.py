@@ -113,8 +113,9 @@ def workers_option(command: Any) -> Any:
     """--workers N: processes (Ray tasks with --engine ray) working at once."""
     return click.option(
         "--workers", type=click.IntRange(min=1), metavar="N",
-        help="Processes (or Ray tasks) working at once (default: one per CPU; a store of one "
-             "chunk, about 8,000 requests, is worked in this process).")(command)
+        help="Processes (or Ray tasks) working at once (default: one per free CPU, the CPUs "
+             "this process may use less those other programs keep busy, at least 1; a store "
+             "of one chunk, about 8,000 requests, is worked in this process).")(command)
 
 
 def engine_options(command: Any) -> Any:

@@ -278,7 +278,11 @@ def compare(a: str, b: str, db: str | None, policies_dir: str | None, filter_exp
             address: str | None, exports: tuple[str, ...], reveal: bool, as_json: bool) -> None:
     """Replay every request (or those matching --filter) under policy A and policy B and
     aggregate what changes, safety regressions first. A is a version or `recorded` (the
-    recorded assemblies). Exits 1 with --strict when B regresses safety. Details:
+    recorded assemblies). Exits 1 with --strict when B regresses safety.
+
+    Without --workers, one process per free CPU: the CPUs this process may use, less the
+    busier of the load average over the last minute and what other programs use right
+    now, rounded (2 CPUs with another program keeping one busy: 1 process). Details:
     docs/cli.md."""
     from ingest.filters import parse_filter
 
