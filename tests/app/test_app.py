@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.pilot import open_as1, run_async, screen_text, settle, status
+from support.pilot import driven, open_as1, run_async, screen_text, settle, status
 from support.reveal import dialog_shown, reveal_deliberately
 from support.stores import make_export, ts
 
@@ -100,7 +100,7 @@ def column(table: Any, label: str) -> list[Any]:
 @run_async
 async def test_list_shows_n_of_m(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RequestsScreen)
         assert "3 of 3 requests" in status(app)
@@ -114,7 +114,7 @@ async def test_list_shows_n_of_m(app_db: Path) -> None:
 @run_async
 async def test_filter_narrows_rows(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash")
         await pilot.press(*"policy:v4")
@@ -132,7 +132,7 @@ async def test_typing_a_filter_runs_one_query_when_typing_pauses(
     # a pause long enough that a loaded test machine types 30 keys well within it
     monkeypatch.setattr("inspector.screens.requests.FILTER_PAUSE", 2.0)
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = app.screen
         before = screen.queries_run
@@ -148,7 +148,7 @@ async def test_typing_a_filter_runs_one_query_when_typing_pauses(
 @run_async
 async def test_bad_filter_shows_error_inline(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash")
         await pilot.press(*"bogus:1")
@@ -166,7 +166,7 @@ async def test_bad_filter_shows_error_inline(app_db: Path) -> None:
 @run_async
 async def test_a_key_being_typed_is_not_an_error_until_entered(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash")
         await pilot.press(*"policy", "colon")
@@ -184,7 +184,7 @@ async def test_a_key_being_typed_is_not_an_error_until_entered(app_db: Path) -> 
 @run_async
 async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
         for _ in range(list(table.backend.columns).index("request")):
@@ -206,7 +206,7 @@ async def test_sort_by_current_column_and_reverse(app_db: Path) -> None:
 @run_async
 async def test_list_pages_with_sql_as_the_cursor_nears_the_end(bulk_db: Path) -> None:
     app = ContextLensApp(db_path=bulk_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         assert "1,203 of 1,203 requests" in status(app) and "500 loaded" in status(app)
         table = app.screen.query_one("#requests-table")
@@ -228,7 +228,7 @@ async def test_list_pages_with_sql_as_the_cursor_nears_the_end(bulk_db: Path) ->
 @run_async
 async def test_markup_and_control_characters_shown_literally(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(220, 40)) as pilot:
+    async with driven(app, size=(220, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
         assert MARKUP in text  # a tag of as3, in the list
@@ -251,7 +251,7 @@ async def test_markup_and_control_characters_shown_literally(app_db: Path) -> No
 @run_async
 async def test_enter_opens_assembly(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("home")  # oldest request: as1
         await pilot.press("enter")
@@ -268,7 +268,7 @@ async def test_enter_opens_assembly(app_db: Path) -> None:
 @run_async
 async def test_tabs_switch_with_number_keys(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await open_as1(pilot)
         tabs = screen.query_one("#tabs")
@@ -287,7 +287,7 @@ async def test_tabs_switch_with_number_keys(app_db: Path) -> None:
 @run_async
 async def test_omitted_grouped_by_reason(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await open_as1(pilot)
         await pilot.press("2")
@@ -302,7 +302,7 @@ async def test_omitted_grouped_by_reason(app_db: Path) -> None:
 @run_async
 async def test_provenance_walk_reaches_broken_link(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await open_as1(pilot)
         panel = screen.query_one(RecordPanel)
@@ -344,7 +344,7 @@ async def test_provenance_walk_reaches_broken_link(app_db: Path) -> None:
 @run_async
 async def test_masked_until_reveal_confirmed(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with driven(app, size=(160, 40)) as pilot:
         await settle(pilot)
         await open_as1(pilot)
         await pilot.press("4")
@@ -378,7 +378,7 @@ async def test_masked_until_reveal_confirmed(app_db: Path) -> None:
 @run_async
 async def test_reveal_from_the_command_line(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db, reveal=True, initial_assembly="as1")
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with driven(app, size=(160, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         assert SECRET in screen_text(app)
@@ -387,7 +387,7 @@ async def test_reveal_from_the_command_line(app_db: Path) -> None:
 @run_async
 async def test_unknown_initial_assembly_is_an_error_not_a_crash(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db, initial_assembly="nope")
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         assert app.screen.has_class("-failed")
         assert "unknown assembly 'nope'" in screen_text(app)
@@ -399,7 +399,7 @@ async def test_unknown_initial_assembly_is_an_error_not_a_crash(app_db: Path) ->
 @run_async
 async def test_conversation_tree_shows_branches_and_runs(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("end")  # the newest request: as2
         await pilot.press("c")
@@ -432,7 +432,7 @@ async def test_conversation_tree_shows_branches_and_runs(app_db: Path) -> None:
 @run_async
 async def test_help_lists_every_screens_keys(app_db: Path) -> None:
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
         await pilot.pause()

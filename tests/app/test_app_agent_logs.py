@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.pilot import run_async, settle
+from support.pilot import driven, run_async, settle
 from support.sql import sql
 
 from ingest.adapters import adapt
@@ -34,7 +34,7 @@ async def test_each_log_opens_and_lists_its_requests(log: Path, tmp_path: Path) 
     total = sql(db, "select count(*) from context_assemblies")[0][0]
     assert total > 0
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RequestsScreen)
         table = app.screen.query_one("#requests-table")
@@ -58,7 +58,7 @@ async def test_a_log_without_times_is_not_shown_as_made_in_2000(tmp_path: Path) 
     db = tmp_path / "s.duckdb"
     ingest(adapt(swe_trajectory.write(tmp_path / "run.traj"), tmp_path / "export").export_dir, db)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         status = str(app.screen.query_one("#status").render())
         assert "times not recorded: the log's order kept" in status and "2000" not in status
@@ -85,7 +85,7 @@ async def test_a_store_with_and_without_times_counts_the_made_up_ones(tmp_path: 
                       "where list_contains(tags, 'times:unrecorded')")[0][0]
     total = sql(db, "select count(*) from context_assemblies")[0][0]
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(200, 45)) as pilot:
+    async with driven(app, size=(200, 45)) as pilot:
         await settle(pilot)
         for _ in range(2):  # whichever end the sort puts them at
             status = str(app.screen.query_one("#status").render())

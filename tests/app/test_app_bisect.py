@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -35,7 +35,7 @@ async def _panel_on(pilot, record_id: str) -> AssemblyScreen:
 @run_async
 async def test_b_bisects_the_record_in_the_panel(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await _panel_on(pilot, CALENDAR)
         assert "Bisect record" in screen_text(app)  # the footer offers the key
         await pilot.press("b")
@@ -62,7 +62,7 @@ async def test_b_bisects_the_record_in_the_panel(sample_db: Path) -> None:
 async def test_b_works_from_the_context_table_too(sample_db: Path) -> None:
     """No need to focus the panel first: b on the table bisects the highlighted record."""
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, AssemblyScreen)
@@ -80,7 +80,7 @@ async def test_b_works_from_the_context_table_too(sample_db: Path) -> None:
 @run_async
 async def test_a_record_with_nothing_to_bisect_says_so(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         # the build-log memory: durable, a compact memory under every version
         await _panel_on(pilot, "mem-018")
         await pilot.press("b")
@@ -98,7 +98,7 @@ async def test_a_record_with_nothing_to_bisect_says_so(sample_db: Path) -> None:
 @run_async
 async def test_help_lists_the_bisect_key(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 60)) as pilot:
+    async with driven(app, size=(140, 60)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
         await settle(pilot)
@@ -126,7 +126,7 @@ async def test_a_transcript_request_asks_where_to_start_and_bisects_from_it(tmp_
         cleared = next(r["record_id"] for r in store.assembly_records(last).to_pylist()
                        if r["rendering"] == "cleared")
     app = ContextLensApp(db_path=db, initial_assembly=last)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         app.push_screen(BisectScreen(last, "tool_artifact", cleared))
         await settle(pilot)

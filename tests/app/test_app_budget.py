@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 
 from ingest.store import Store
 from inspector.app import ContextLensApp
@@ -40,7 +40,7 @@ def _short(version: str, limit: int) -> str:
 async def test_the_assembly_header_names_the_models_limit_as_the_cap(sample_db: Path) -> None:
     row = _capped(sample_db)
     app = ContextLensApp(db_path=sample_db, initial_assembly=row["assembly_id"])
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         text = screen_text(app)
@@ -51,7 +51,7 @@ async def test_the_assembly_header_names_the_models_limit_as_the_cap(sample_db: 
 async def test_the_diff_header_shows_each_sides_budget(sample_db: Path) -> None:
     row = _capped(sample_db)
     app = ContextLensApp(db_path=sample_db, initial_assembly=row["assembly_id"])
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         other = next(v for v in load_registry(None).versions()
                      if load_registry(None).get(v).budget.token_budget

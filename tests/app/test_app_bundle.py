@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -39,7 +39,7 @@ async def test_e_writes_a_masked_bundle_with_the_replay_in_its_report(
         sample_db: Path, tmp_path: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
     out = tmp_path / "incident"
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         dialog = await _dialog(pilot, out, "v6")
         default = Path.cwd() / f"bundle-{INCIDENT}"
         assert "Masked: restricted content" in _shown(dialog, "#bundle-privacy")
@@ -64,7 +64,7 @@ async def test_a_revealed_session_writes_a_revealed_bundle_and_a_taken_folder_is
         sample_db: Path, tmp_path: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT, reveal=True)
     out = tmp_path / "incident"
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         dialog = await _dialog(pilot, out)
         assert "REVEALED: restricted content and secrets go into the bundle" in _shown(
             dialog, "#bundle-privacy")
@@ -89,7 +89,7 @@ async def test_the_footer_and_help_offer_the_bundle_key(sample_db: Path) -> None
     from inspector.screens.help import help_text
 
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         assert "u Bundle…" in screen_text(app)
     assert "Incident bundle (assembly screen, u)" in help_text().plain

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle, until
 
 from inspector.app import ContextLensApp
 from inspector.screens.compare import ComparePicker, CompareScreen
@@ -42,17 +42,14 @@ async def _compare(pilot: Any, b: str, a: str) -> CompareScreen:
 
 async def _finished(pilot: Any, screen: CompareScreen) -> None:
     """Until the compare's result is on screen (its worker processes report to a thread
-    that ``settle`` does not wait for), 20 s at most."""
-    for _ in range(200):
-        if screen.result is not None:
-            return
-        await pilot.pause(0.1)
+    that ``settle`` does not wait for)."""
+    await until(pilot, lambda: screen.result is not None, "the compare's result")
 
 
 @run_async
 async def test_v4_v5_shows_the_incident_regression_first(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await _compare(pilot, "v5", "v4")
         assert (screen.a, screen.b) == ("v4", "v5")
@@ -85,7 +82,7 @@ async def test_v4_v5_shows_the_incident_regression_first(sample_db: Path) -> Non
 @run_async
 async def test_the_list_filter_applies(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash", *"scenario:incident_calendar_freshness", "enter")
         await settle(pilot)
@@ -113,7 +110,7 @@ async def test_escape_stops_a_running_compare(sample_db: Path, monkeypatch: pyte
 
     monkeypatch.setattr(ReadModel, "compare", slow_compare)
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         app.open_compare("v4", "v5")
         await pilot.pause()
@@ -134,7 +131,7 @@ async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
     """R runs the compare again: stopped at once, the screen says where it stopped, the
     last run's histogram is gone and the progress bar stands still (it has a total)."""
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await _compare(pilot, "v5", "v4")
         await _finished(pilot, screen)
@@ -157,11 +154,9 @@ async def test_a_rerun_stopped_half_way_shows_nothing_of_the_last_run(
 
         monkeypatch.setattr(ReadModel, "compare", slow_compare)
         await pilot.press("R")
-        for _ in range(100):  # not started.wait(): progress() needs this loop to run
-            if started.is_set():
-                break
-            await pilot.pause(0.1)
-        assert started.is_set()
+        # progress() returns once the app has shown the report (call_from_thread): wait in
+        # a thread so that this loop goes on running the app
+        assert await asyncio.to_thread(started.wait, 30)
         await pilot.pause()  # not settle(): it waits for the workers, this one to its end
         await pilot.press("escape")
         await settle(pilot)
@@ -203,6 +198,7 @@ async def test_the_compare_screen_compares_in_worker_processes(
 
     monkeypatch.setattr(engine, "REQUESTS_PER_CHUNK", 10)  # the sample goes to the workers
     monkeypatch.setattr(engine, "available_cpus", lambda: 2)  # whatever this machine has
+    monkeypatch.setattr(engine, "cpu_load", lambda: 0.0)  # however loaded it is
     started: list[int] = []
     real = engine.in_processes
 
@@ -212,7 +208,7 @@ async def test_the_compare_screen_compares_in_worker_processes(
 
     monkeypatch.setattr("replay.compare.in_processes", counted)
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         screen = await _compare(pilot, "v5", "v4")
         await _finished(pilot, screen)
@@ -232,7 +228,7 @@ async def test_compare_is_a_keyboard_flow_that_remembers_its_choice(sample_db: P
     A, four down (v4), tab to side B, four down from v1 (v5), enter: v4 → v5. Opened again,
     the picker has v4 and v5 chosen, says so, and enter runs them again."""
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         await pilot.press("C", "shift+tab", *["down"] * 4, "tab", *["down"] * 4, "enter")
         await settle(pilot)
@@ -292,7 +288,7 @@ async def test_the_progress_says_count_rate_and_time_left(
 
     monkeypatch.setattr(ReadModel, "compare", chunked_compare)
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         app.open_compare("v4", "v5")
         # progress() returns once the app has shown the report (call_from_thread): wait in

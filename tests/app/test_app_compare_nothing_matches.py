@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.compare import ComparePicker, CompareScreen
@@ -18,7 +18,7 @@ NOTHING = "no request matches the filter: nothing to compare"
 async def test_a_filter_matching_nothing_says_there_is_nothing_to_compare(
         sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         await pilot.press("slash", *"policy:v9", "enter")
         await settle(pilot)

@@ -15,7 +15,7 @@ from inspector.app import ContextLensApp
 from inspector.screens.requests import RequestsScreen
 from inspector.stores import resolve_store
 from support.cli import run
-from support.pilot import run_async, settle, status
+from support.pilot import driven, run_async, settle, status, until
 from support.sql import store_tables
 
 REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
@@ -26,15 +26,6 @@ def session_lines() -> list[bytes]:
     if not SESSION.is_file():
         pytest.skip(f"the development data is absent ({SESSION.name})")
     return SESSION.read_bytes().splitlines(keepends=True)
-
-
-async def until(pilot, condition, what: str) -> None:
-    """Let the app run until ``condition()`` holds (the follow loop's update arrived)."""
-    for _ in range(1200):  # a bound for a failure to show, not a timing
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"never: {what}")
 
 
 def test_appended_lines_show_in_the_open_list_where_the_user_left_it(
@@ -48,7 +39,7 @@ def test_appended_lines_show_in_the_open_list_where_the_user_left_it(
 
     @run_async
     async def check() -> None:
-        async with app.run_test(size=(160, 40)) as pilot:
+        async with driven(app, size=(160, 40)) as pilot:
             await settle(pilot)
             screen = app.screen
             assert isinstance(screen, RequestsScreen)

@@ -19,7 +19,7 @@ import pytest
 from support.hostile import (
     AS1, CLEAR, CSI, HOSTILE, LONG_ID, MARKUP, OSC8, RAW, RENAMED, VISIBLE, build_hostile_db,
 )
-from support.pilot import run_async, screen_text, settle_quickly, terminal_output
+from support.pilot import driven, run_async, screen_text, settle_quickly, terminal_output
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -76,7 +76,7 @@ def store_fingerprint(db: Path) -> tuple[str, int]:
 @run_async
 async def test_request_list_and_header_show_hostile_text_as_data(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         assert isinstance(app.screen, RequestsScreen)
         text = assert_nothing_obeyed(app)
@@ -103,7 +103,7 @@ async def test_request_list_and_header_show_hostile_text_as_data(hostile_db: Pat
 @run_async
 async def test_assembly_tabs_and_record_panel_show_hostile_text_as_data(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db, initial_assembly=AS1)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         screen = app.screen
         assert isinstance(screen, AssemblyScreen)
@@ -152,7 +152,7 @@ async def test_assembly_tabs_and_record_panel_show_hostile_text_as_data(hostile_
 @run_async
 async def test_provenance_walk_and_notification_show_hostile_text_as_data(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db, initial_assembly=AS1)
-    async with app.run_test(size=(140, 40), notifications=True) as pilot:
+    async with driven(app, size=(140, 40), notifications=True) as pilot:
         await settle_quickly(pilot)
         screen = app.screen
         assert isinstance(screen, AssemblyScreen)
@@ -200,7 +200,7 @@ async def test_provenance_walk_and_notification_show_hostile_text_as_data(hostil
 @run_async
 async def test_long_id_assembly_opens_and_stays_short_on_screen(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db, initial_assembly=LONG_ID)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         text = assert_nothing_obeyed(app)
@@ -219,7 +219,7 @@ async def test_long_id_assembly_opens_and_stays_short_on_screen(hostile_db: Path
 @run_async
 async def test_conversation_tree_shows_hostile_text_as_data(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db, initial_assembly=AS1)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         await pilot.press("c")
         await settle_quickly(pilot)
@@ -251,7 +251,7 @@ async def test_conversation_tree_shows_hostile_text_as_data(hostile_db: Path) ->
 @run_async
 async def test_diff_and_verify_show_hostile_text_as_data(hostile_db: Path) -> None:
     app = ContextLensApp(db_path=hostile_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         app.open_diff(AS1, "v5")
         await settle_quickly(pilot)
@@ -292,7 +292,7 @@ async def test_sql_typed_into_the_request_filter_is_data(hostile_db: Path, tmp_p
     shutil.copyfile(hostile_db, db)
     before = store_fingerprint(db)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         screen = app.screen
         assert isinstance(screen, RequestsScreen)
@@ -343,7 +343,7 @@ async def test_sql_typed_into_the_command_palette_is_data(hostile_db: Path, tmp_
     shutil.copyfile(hostile_db, db)
     before = store_fingerprint(db)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle_quickly(pilot)
         for expr in SQL_FILTERS[:3] + (MARKUP,):
             await pilot.press("ctrl+p")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from support.swe_trajectory import request_r5
-from support.pilot import diff_rows, first_assembly, run_async, screen_text, settle
+from support.pilot import diff_rows, driven, first_assembly, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -47,7 +47,7 @@ def test_ids_sorted_for_display_go_in_natural_order() -> None:
 async def test_the_assembly_screen_shows_ids_as_the_list_does(swe_db: Path) -> None:
     last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, AssemblyScreen)
@@ -73,7 +73,7 @@ async def test_the_assembly_screen_shows_ids_as_the_list_does(swe_db: Path) -> N
 async def test_the_diff_and_the_conversation_show_ids_as_the_list_does(swe_db: Path) -> None:
     last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         app.open_diff(last, "swe-agent:last_n_observations.n=1")
         await settle(pilot)
@@ -99,7 +99,7 @@ def test_the_diff_shows_both_sides_whole_in_a_small_terminal(
     async def run() -> None:
         assembly = first_assembly(sample_db, "tag:incident policy:v5")
         app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-        async with app.run_test(size=size) as pilot:
+        async with driven(app, size=size) as pilot:
             await settle(pilot)
             app.open_diff(assembly, "v4")
             await settle(pilot)
@@ -124,7 +124,7 @@ def test_the_diff_shows_both_sides_whole_in_a_small_terminal(
 async def test_compare_names_the_most_changed_requests_as_the_list_does(swe_db: Path) -> None:
     _, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         app.open_compare("recorded", "swe-agent:last_n_observations.n=1")
         await settle(pilot)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.swe_trajectory import request_r5
-from support.pilot import first_assembly, run_async, screen_text, settle
+from support.pilot import driven, first_assembly, run_async, screen_text, settle
 
 from inspector.app import ContextLensApp
 from inspector.commands import ContextLensCommands
@@ -31,7 +31,7 @@ async def test_the_replay_bisect_and_bundle_dialogs_name_the_request_short(
     monkeypatch.chdir(tmp_path)  # the bundle dialog's default folder, never written here
     last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
 
@@ -66,7 +66,7 @@ async def test_the_replay_bisect_and_bundle_dialogs_name_the_request_short(
 async def test_the_palette_names_the_request_short(swe_db: Path) -> None:
     last, prefix = request_r5(swe_db)
     app = ContextLensApp(db_path=swe_db, initial_assembly=last)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         commands = ContextLensCommands(app.screen)

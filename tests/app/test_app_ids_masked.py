@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.pilot import run_async, settle
+from support.pilot import driven, run_async, settle
 from support.planted_ids import ASM, CONV, MODEL, REC, build_planted_db, leaked
 
 from inspector.app import ContextLensApp
@@ -28,7 +28,7 @@ def _table_ids(screen: AssemblyScreen, table_id: str, column: int) -> list[str]:
 @run_async
 async def test_the_assembly_header_and_records_mask_secret_shaped_ids(planted_db: Path) -> None:
     app = ContextLensApp(db_path=planted_db, initial_assembly=ASM)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, AssemblyScreen) and screen.assembly_id == ASM
@@ -48,7 +48,7 @@ async def test_the_assembly_header_and_records_mask_secret_shaped_ids(planted_db
 @run_async
 async def test_revealed_the_header_shows_them(planted_db: Path) -> None:
     app = ContextLensApp(db_path=planted_db, initial_assembly=ASM, reveal=True)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         header = str(app.screen.query_one("#assembly-header").render())
         assert ASM in header and MODEL in header

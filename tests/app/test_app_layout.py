@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from support.pilot import run_async, screen_text, settle, status
+from support.pilot import driven, run_async, screen_text, settle, status
 
 from inspector.app import ContextLensApp
 from inspector.widgets.request_columns import display_page, fit_columns
@@ -23,7 +23,7 @@ def headers(app: ContextLensApp) -> list[str]:
 async def test_a_small_terminal_keeps_the_useful_columns_and_the_whole_footer(
         sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         shown = headers(app)
         for name in ("time (UTC)", "request", "policy", "incl", "omit", "tokens"):
@@ -43,7 +43,7 @@ async def test_an_80_column_terminal_keeps_the_safety_markers(sample_db: Path) -
     """The lint column (⚠ where a safety invariant broke) is worth more than the model and
     the policy: at 80x24 it stays, they may go."""
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with driven(app, size=(80, 24)) as pilot:
         await settle(pilot)
         shown = headers(app)
         assert "lint" in shown and "request" in shown and "time (UTC)" in shown, shown
@@ -63,7 +63,7 @@ async def test_an_80_column_terminal_keeps_the_safety_markers(sample_db: Path) -
 @run_async
 async def test_an_unknown_filter_value_is_named_with_the_known_ones(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         await pilot.press("slash", *"policy:v9", "enter")
         await settle(pilot)
@@ -122,7 +122,7 @@ async def test_the_diff_shows_the_text_each_side_sends_for_a_changed_rendering(
 
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v4")
         rows = [c for c in diff.diff.changes if c["change"] == "rendering_changed"]
@@ -155,7 +155,7 @@ async def test_the_diff_shows_what_a_runtime_sends_for_a_result_it_clears(tmp_pa
     with Store.open(db) as store:
         last = store.list_assemblies(sort="assembled_at", descending=True, limit=1)["assembly_id"][0].as_py()
     app = ContextLensApp(db_path=db, initial_assembly=last)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         app.open_diff(last, "swe-agent:last_n_observations.n=1")
         await settle(pilot)
@@ -177,7 +177,7 @@ async def test_a_diff_without_findings_says_safety_none(sample_db: Path) -> None
 
     assembly = first_assembly(sample_db, "policy:v6")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v6")
         assert not any(diff.diff.safety.regressions + diff.diff.safety.in_recording
@@ -197,7 +197,7 @@ async def test_the_assembly_header_pictures_tokens_and_names_lint_findings(
 
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         header = str(app.screen.query_one("#assembly-header").render())
         view = app.answers().assembly(assembly)
@@ -213,7 +213,7 @@ async def test_a_large_store_shows_its_first_page_without_the_transcript_columns
         sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("inspector.screens.requests.DETAILS_MAX_REQUESTS", 10)
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         shown = headers(app)
         assert "tokens" in shown and "#" not in shown
@@ -233,7 +233,7 @@ async def test_list_rows_carry_the_lint_and_safety_findings_of_their_request(
     from replay.lint import SAFETY_RULES, lint
 
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
         assert "lint" in headers(app)

@@ -17,7 +17,7 @@ from inspector.app import ContextLensApp
 from inspector.screens.requests import RequestsScreen
 from support.big_store import scale_store
 from support.keys import burst
-from support.pilot import run_async, settle, status
+from support.pilot import driven, run_async, settle, status
 
 SCALE = 2500  # five pages of the list; its load (rows, then each page's lint) takes seconds
 ROUNDS = 400  # a bound for a load that never ends to fail, not a timing
@@ -63,7 +63,7 @@ async def test_clicks_scrolls_and_keys_during_the_whole_load_meet_one_table(big_
     from textual import events
 
     app = ContextLensApp(db_path=big_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         screen = app.screen
         assert isinstance(screen, RequestsScreen)
         seen: set[int] = set()
@@ -108,7 +108,7 @@ async def test_keys_typed_right_after_slash_land_in_the_filter(sample_db: Path) 
     would sort, enter or c open a screen, v ask to reveal)."""
     typed = "scenario:branch_send policy:v5"
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         await settle(pilot)
         screen = app.screen
         await burst(pilot, "/", *typed)
@@ -123,7 +123,7 @@ async def test_keys_typed_right_after_slash_land_in_the_filter(sample_db: Path) 
 async def test_keys_typed_right_after_slash_while_the_list_loads(big_db: Path) -> None:
     typed = "scenario:branch_send policy:v5"
     app = ContextLensApp(db_path=big_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         screen = app.screen
         await burst(pilot, "/", *typed)
         await settle(pilot)
@@ -135,7 +135,7 @@ async def test_keys_typed_right_after_slash_while_the_list_loads(big_db: Path) -
 @run_async
 async def test_slash_typed_in_the_filter_is_text(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         await settle(pilot)
         await burst(pilot, "/", *"a/b")
         await settle(pilot)
@@ -160,7 +160,7 @@ async def test_end_and_home_go_to_the_real_last_and_first_request(big_db: Path) 
     truth = _order(big_db)
     assert len(truth) == SCALE
     app = ContextLensApp(db_path=big_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         await settle(pilot)
         screen = app.screen
         assert _highlighted(app) == truth[0]
@@ -200,7 +200,7 @@ async def test_end_under_a_filter_and_a_sort_is_the_last_of_that_order(big_db: P
     truth = _order(big_db, "policy_version IS DISTINCT FROM 'v1'",
                    "assembled_tokens DESC NULLS LAST, assembly_id DESC, export_id")
     app = ContextLensApp(db_path=big_db)
-    async with app.run_test(size=(160, 30)) as pilot:
+    async with driven(app, size=(160, 30)) as pilot:
         await settle(pilot)
         screen = app.screen
         screen.query_one("#filter", Input).value = "-policy:v1"
@@ -229,7 +229,7 @@ async def test_rows_reloaded_away_from_the_top_keep_the_cursor_on_its_request(
     the list's last: they are read again around the cursor's request, which stays under it."""
     truth = _order(big_db)
     app = ContextLensApp(db_path=big_db)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with driven(app, size=(120, 30)) as pilot:
         await settle(pilot)
         screen = app.screen
         await pilot.press("end")

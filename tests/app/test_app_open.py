@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from support.pilot import run_async, settle
+from support.pilot import driven, run_async, settle, until
 from support.stores import make_export
 
 from inspector.app import ContextLensApp
@@ -40,13 +40,15 @@ async def test_enter_on_one_request_then_another_shows_each_ones_records(app_db:
             expected[aid] = (included["record_id"].to_pylist(), view.request["policy_version"])
     assert expected["as1"][0] != expected["as2"][0]
     app = ContextLensApp(db_path=app_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         for key, aid, rest in (("home", "as1", True), ("end", "as2", True),
                                ("home", "as1", False), ("end", "as2", False)):
             await pilot.press(key)
             if rest:
-                await pilot.pause(0.3)  # the cursor rests: the list loads it ahead
+                # the cursor rests: the list loads it ahead (masked, as the app starts)
+                await until(pilot, lambda: app.contents.peek((aid, False)) is not None,
+                            f"{aid} loaded ahead")
             await pilot.press("enter")
             await settle(pilot)
             screen = app.screen

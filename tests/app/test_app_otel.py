@@ -9,7 +9,7 @@ from pathlib import Path
 from inspector.app import ContextLensApp
 from inspector.screens.diff import DiffScreen
 from inspector.stores import resolve_store
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 from support.sql import sql
 
 FIXTURES = Path(__file__).resolve().parents[1] / "otel_fixtures"
@@ -30,7 +30,7 @@ def test_omitted_records_of_a_governed_span_show_with_their_reasons_and_replay(
 
     @run_async
     async def check() -> None:
-        async with app.run_test(size=(160, 45)) as pilot:
+        async with driven(app, size=(160, 45)) as pilot:
             await settle(pilot)
             await pilot.press("2")  # the Omitted tab
             await settle(pilot)

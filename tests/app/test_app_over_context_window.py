@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from support.claude_sessions import session
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle, until
 
 from ingest.adapters import adapt
 from ingest.store import ingest
@@ -26,14 +26,12 @@ def _db(tmp_path: Path) -> Path:
 async def test_the_screens_mark_requests_past_the_window(tmp_path: Path) -> None:
     db = _db(tmp_path)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         screen = CompareScreen("recorded", "claude-code:compaction=false")
         await app.push_screen(screen)
-        for _ in range(200):  # the compare's worker reports from a thread settle does not wait for
-            if screen.result is not None:
-                break
-            await pilot.pause(0.1)
+        # the compare's worker reports from a thread, which settle does not wait for
+        await until(pilot, lambda: screen.result is not None, "the compare's result")
         await settle(pilot)
         assert screen.result is not None and screen.result.over_context_window["requests"] > 0
         assert "over_context_window:" in screen_text(app)

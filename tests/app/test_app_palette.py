@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from support.pilot import run_async, screen_text, settle, status
+from support.palette import choose, palette
+from support.pilot import driven, run_async, screen_text, settle, status
 from support.reveal import dialog_shown
-from textual.command import CommandList, CommandPalette
 
 from inspector.app import ContextLensApp, key_owners
 from inspector.screens.assembly import AssemblyScreen
@@ -27,44 +27,10 @@ INCIDENT = "asm-035"  # recorded under v5, tagged incident
 SIZE = (140, 40)
 
 
-async def palette(pilot: Any, query: str, wanted: str) -> list[str]:
-    """ctrl+p, type ``query``; the offered commands once one starting with ``wanted`` is
-    among them (the palette searches as it is typed, in the background)."""
-    await pilot.press("ctrl+p")
-    await pilot.pause()
-    assert isinstance(pilot.app.screen, CommandPalette)
-    await pilot.press(*query)
-    offered: list[str] = []
-    for _ in range(200):
-        await pilot.pause(0.05)
-        commands = pilot.app.screen.query_one(CommandList)
-        offered = [str(commands.get_option_at_index(i).prompt).split("\n")[0]
-                   for i in range(commands.option_count)]
-        # The list is final once the palette's search has finished: a hit that arrives
-        # later reorders it, and the index ``choose`` picks would name another command.
-        if any(o.startswith(wanted) for o in offered) and not searching(pilot.app):
-            return offered
-    raise AssertionError(f"the palette never offered {wanted!r} for {query!r}: {offered}")
-
-
-def searching(app: Any) -> bool:
-    """Whether the command palette is still gathering commands for what was typed."""
-    return any(w.group == CommandPalette._GATHER_COMMANDS_GROUP and not w.is_finished
-               for w in app.workers)
-
-
-async def choose(pilot: Any, offered: list[str], wanted: str) -> None:
-    """Move the palette's highlight to the first command starting with ``wanted``, enter."""
-    commands = pilot.app.screen.query_one(CommandList)
-    commands.highlighted = next(i for i, o in enumerate(offered) if o.startswith(wanted))
-    await pilot.press("enter")
-    await settle(pilot)
-
-
 @run_async
 async def test_typing_verify_offers_verify_first_and_runs_it(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "verify", "Verify")
         assert offered[0].startswith("Verify: replay every request")
@@ -77,7 +43,7 @@ async def test_typing_verify_offers_verify_first_and_runs_it(sample_db: Path) ->
 @run_async
 async def test_part_of_an_id_opens_that_assembly_or_its_conversation(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "asm-035", "Open assembly asm-035")
         assert [o for o in offered if o.startswith("Open assembly")] == [
@@ -95,7 +61,7 @@ async def test_part_of_an_id_opens_that_assembly_or_its_conversation(sample_db: 
 @run_async
 async def test_incidents_preset_filters_the_list_from_any_screen(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         offered = await palette(pilot, "incidents", "Filter: incidents")
@@ -113,7 +79,7 @@ async def test_incidents_preset_filters_the_list_from_any_screen(sample_db: Path
 @run_async
 async def test_replay_and_diff_act_on_the_open_assembly_like_r(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "replay v4", f"Replay {INCIDENT} under v4")
         # v4 is a version here, not part of an id: no request is offered for it
@@ -142,7 +108,7 @@ async def test_replay_and_diff_act_on_the_open_assembly_like_r(sample_db: Path) 
 @run_async
 async def test_commands_about_a_request_use_the_highlighted_row(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         highlighted = app.screen.highlighted_assembly()
         assert highlighted
@@ -155,7 +121,7 @@ async def test_commands_about_a_request_use_the_highlighted_row(sample_db: Path)
 @run_async
 async def test_reveal_from_the_palette_asks_first(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "reveal", "Reveal restricted content")
         await choose(pilot, offered, "Reveal restricted content")
@@ -174,7 +140,7 @@ async def test_reveal_from_the_palette_asks_first(sample_db: Path) -> None:
 async def test_reveal_and_mask_both_find_the_toggle_whichever_way_it_goes(
         sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         for query in ("reveal", "mask"):
             offered = await palette(pilot, query, "Reveal restricted content")
@@ -202,7 +168,7 @@ TEXTUAL_COMMANDS = {"Theme", "Quit", "Keys", "Screenshot", "Maximize", "Minimize
 @run_async
 async def test_our_commands_are_listed_before_textuals_own(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "", "Quit")  # nothing typed: every command
         textual = [i for i, o in enumerate(offered) if o in TEXTUAL_COMMANDS]
@@ -220,7 +186,7 @@ async def test_our_commands_are_listed_before_textuals_own(sample_db: Path) -> N
 @run_async
 async def test_safety_findings_preset_lists_only_safety_findings(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "safety", "Filter: safety findings")
         await choose(pilot, offered, "Filter: safety findings")
@@ -241,7 +207,7 @@ async def test_safety_findings_preset_lists_only_safety_findings(sample_db: Path
 @run_async
 async def test_lint_lists_every_rule_the_cli_reports(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "lint", "Lint")
         await choose(pilot, offered, "Lint")
@@ -289,7 +255,7 @@ def test_one_letter_key_has_one_meaning_across_screens() -> None:
 @run_async
 async def test_help_screen_shows_the_conventions(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
         await settle(pilot)
@@ -307,7 +273,7 @@ async def test_hostile_ids_in_the_palette_are_plain_text(
     from inspector.widgets.safe import one_line
 
     app = ContextLensApp(db_path=build_hostile_db(tmp_path_factory.mktemp("hostile")))
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         wanted = f"Open assembly {one_line(AS1, 80)}"
         offered = await palette(pilot, "as1", wanted)
@@ -323,7 +289,7 @@ async def test_bundle_from_the_palette_opens_the_bundle_dialog(sample_db: Path) 
     from inspector.screens.bundle import BundleScreen
 
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await settle(pilot)
         offered = await palette(pilot, "bundle", f"Bundle {INCIDENT}")
         await choose(pilot, offered, f"Bundle {INCIDENT}")

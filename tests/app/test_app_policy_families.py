@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.pilot import run_async, screen_text, settle
+from support.palette import palette
+from support.pilot import driven, run_async, screen_text, settle
 from support.sql import sql
 
 from ingest.adapters import adapt
@@ -38,7 +39,7 @@ def _store(tmp_path: Path, with_sample: bool) -> Path:
 async def test_a_trajectory_s_replay_picker_offers_its_runtime_not_v1_to_v6(tmp_path: Path) -> None:
     db = _store(tmp_path, with_sample=False)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         await pilot.press("enter")
         await settle(pilot)
@@ -62,7 +63,7 @@ async def test_a_mixed_store_s_compare_picker_offers_each_family_and_says_so(tmp
     swe = sql(db, "SELECT count(*) FROM context_assemblies WHERE policy_version = 'swe-agent'")[0][0]
     total = sql(db, "SELECT count(*) FROM context_assemblies")[0][0]
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         await pilot.press("C")
         await settle(pilot)
@@ -90,7 +91,7 @@ async def test_the_list_by_time_puts_the_untimed_after_the_timed_both_ways(tmp_p
     untimed = sql(db, "SELECT count(*) FROM context_assemblies "
                       "WHERE list_contains(tags, 'times:unrecorded')")[0][0]
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(200, 45)) as pilot:
+    async with driven(app, size=(200, 45)) as pilot:
         await settle(pilot)
         for arrow in "↑↓":  # oldest first, then (s on the time column) newest first
             status = str(app.screen.query_one("#status").render())
@@ -103,35 +104,14 @@ async def test_the_list_by_time_puts_the_untimed_after_the_timed_both_ways(tmp_p
             await settle(pilot)
 
 
-async def _offered(pilot, query: str, wanted: str) -> list[str]:
-    """ctrl+p, type ``query``: the commands offered once ``wanted`` is among them and the
-    palette's search has finished."""
-    from textual.command import CommandList, CommandPalette
-
-    await pilot.press("ctrl+p")
-    await pilot.pause()
-    await pilot.press(*query)
-    offered: list[str] = []
-    for _ in range(200):
-        await pilot.pause(0.05)
-        commands = pilot.app.screen.query_one(CommandList)
-        offered = [str(commands.get_option_at_index(i).prompt).split("\n")[0]
-                   for i in range(commands.option_count)]
-        busy = any(w.group == CommandPalette._GATHER_COMMANDS_GROUP and not w.is_finished
-                   for w in pilot.app.workers)
-        if wanted in offered and not busy:
-            return offered
-    raise AssertionError(f"the palette never offered {wanted!r} for {query!r}: {offered}")
-
-
 @run_async
 async def test_the_palette_offers_a_trajectory_its_runtime_not_v1_to_v6(tmp_path: Path) -> None:
     db = _store(tmp_path, with_sample=False)
     last = sql(db, "SELECT assembly_id FROM context_assemblies ORDER BY assembled_at DESC LIMIT 1")[0][0]
     app = ContextLensApp(db_path=db, initial_assembly=last)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
-        offered = await _offered(pilot, "compare", "Compare recorded → swe-agent")
+        offered = await palette(pilot, "compare", "Compare recorded → swe-agent")
         assert not [o for o in offered if any(f" {v}" in o for v in SAMPLE_VERSIONS)], offered
         await pilot.press("escape")
         await pilot.pause()
@@ -141,5 +121,5 @@ async def test_the_palette_offers_a_trajectory_its_runtime_not_v1_to_v6(tmp_path
         ids = [row[0] for row in sql(db, "SELECT assembly_id FROM context_assemblies")]
         shown = short_id(last, id_affixes(ids))
         assert shown != last
-        offered = await _offered(pilot, "replay", f"Replay {shown} under swe-agent")
+        offered = await palette(pilot, "replay", f"Replay {shown} under swe-agent")
         assert not [o for o in offered if any(f"under {v}" in o for v in SAMPLE_VERSIONS)], offered

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 from support.reveal import reveal_deliberately
 
 from inspector.app import ContextLensApp
@@ -40,7 +40,7 @@ async def open_incident(pilot: Any) -> AssemblyScreen:
 @run_async
 async def test_panel_follows_the_active_tab(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         screen = await open_incident(pilot)
         await pilot.press("down", "down", "down")
         await settle(pilot)
@@ -73,7 +73,7 @@ async def test_panel_follows_the_active_tab(sample_db: Path) -> None:
 @run_async
 async def test_reveal_keeps_the_cursor_and_the_record(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         screen = await open_incident(pilot)
         await pilot.press("down", "down", "down", "down")
         await settle(pilot)
@@ -105,7 +105,7 @@ async def test_reveal_keeps_the_cursor_and_the_record(sample_db: Path) -> None:
 async def test_title_and_provenance_name_the_same_record_through_a_walk(
         sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         screen = await open_incident(pilot)
         panel = screen.query_one(RecordPanel)
         for _ in range(3):  # walk down the provenance chain, link by link

@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.pilot import diff_rows, first_assembly, replay_under, run_async, screen_text, settle
+from support.pilot import (diff_rows, driven, first_assembly,
+                           replay_under, run_async, screen_text, settle)
 from support.policies import PERMISSIVE
 
 from inspector.app import ContextLensApp
@@ -30,7 +31,7 @@ DRIFTED = ["asm-013", "asm-014", "asm-015"]
 async def test_picker_lists_every_version_with_description_and_changes(sample_db: Path) -> None:
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
@@ -60,7 +61,7 @@ async def test_incident_story_in_a_few_keys(sample_db: Path) -> None:
     """List -> filter the v5 incident requests -> open one -> r -> v4: the calendar memory
     that v5 presented as current is a stale marker under v4."""
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash", *"tag:incident policy:v5", "enter")
         await settle(pilot)
@@ -101,7 +102,7 @@ async def test_incident_story_in_a_few_keys(sample_db: Path) -> None:
 async def test_f_toggles_the_unchanged_records(sample_db: Path) -> None:
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v4")
         changes = diff.diff.changes
@@ -126,7 +127,7 @@ async def test_a_diff_where_nothing_changed_goes_back_on_escape(sample_db: Path)
     # no records table; escape used to end the app with a traceback
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v5")
         assert "No record changed" in screen_text(app)
@@ -144,7 +145,7 @@ async def test_side_a_list_opens_inside_the_picker_on_a_small_terminal(sample_db
 
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
@@ -162,7 +163,7 @@ async def test_replay_against_another_version(sample_db: Path) -> None:
     """Side A can be a replay too: v4 against v5 on a v5 request."""
     assembly = first_assembly(sample_db, "tag:incident policy:v5")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("r")
         await settle(pilot)
@@ -202,7 +203,7 @@ async def test_safety_findings_first_under_a_permissive_policy(
     assembly = first_assembly(sample_db, "scenario:participant_visibility")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly,
                          policies_dir=permissive_policies)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v7")
         safety = diff.diff.safety.regressions
@@ -230,7 +231,7 @@ async def test_restricted_labels_stay_masked_in_the_diff(
     assembly = first_assembly(sample_db, "scenario:google_derived_privacy")
     app = ContextLensApp(db_path=sample_db, initial_assembly=assembly,
                          policies_dir=permissive_policies)
-    async with app.run_test(size=(220, 40)) as pilot:
+    async with driven(app, size=(220, 40)) as pilot:
         await settle(pilot)
         diff = await replay_under(pilot, "v7")
         rows = diff_rows(diff)
@@ -246,7 +247,7 @@ async def test_restricted_labels_stay_masked_in_the_diff(
 @run_async
 async def test_verify_lists_exactly_the_drifted_assemblies(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RequestsScreen)
         await pilot.press("V")
@@ -286,7 +287,7 @@ async def test_verify_lists_exactly_the_drifted_assemblies(sample_db: Path) -> N
 async def test_verify_from_a_filtered_list_verifies_what_it_shows(sample_db: Path) -> None:
     # as compare does: V on a list filtered to the drift story checks those requests only
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("slash", *"asm-01", "enter")
         await settle(pilot)
@@ -307,7 +308,7 @@ async def test_help_lists_the_replay_keys(sample_db: Path) -> None:
     for phrase in ("Replay…", "Verify", "Changes only / all", "Diff against…"):
         assert phrase in text
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
         await settle(pilot)

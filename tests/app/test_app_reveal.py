@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 from support.keys import burst
 from support.reveal import dialog_shown, reveal_deliberately
 
@@ -42,7 +42,7 @@ async def _still_masked(pilot) -> None:
 @run_async
 async def test_keys_in_the_same_burst_as_v_never_reveal(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await _opened(pilot)
         for keys in (("v", "y"), ("v", "enter"), ("v", "ctrl+y"), ("v", "tab", "enter"),
                      ("v", "y", "y", "enter", "ctrl+y")):
@@ -53,7 +53,7 @@ async def test_keys_in_the_same_burst_as_v_never_reveal(sample_db: Path) -> None
 @run_async
 async def test_v_then_y_or_enter_at_zero_delay_never_reveal(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await _opened(pilot)
         for keys in (("v", "y"), ("v", "enter"), ("v", "space"), ("v", "tab", "enter")):
             await pilot.press(*keys)
@@ -63,7 +63,7 @@ async def test_v_then_y_or_enter_at_zero_delay_never_reveal(sample_db: Path) -> 
 @run_async
 async def test_once_shown_any_key_but_ctrl_y_keeps_it_masked_a_click_reveals(sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await _opened(pilot)
         for key in ("y", "enter", "escape", "n", "tab", "space", "v"):
             await pilot.press("v")
@@ -85,7 +85,7 @@ async def test_once_shown_any_key_but_ctrl_y_keeps_it_masked_a_click_reveals(sam
 async def test_a_deliberate_reveal_shows_it_in_the_title_and_v_masks_again(
         sample_db: Path) -> None:
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=SIZE) as pilot:
+    async with driven(app, size=SIZE) as pilot:
         await _opened(pilot)
         assert REVEALED_MARK not in screen_text(app)
         await reveal_deliberately(pilot)
@@ -111,6 +111,6 @@ async def test_the_title_says_revealed_at_80_columns_whatever_the_source_name(
     db = tmp_path / ("a-store-named-at-length-by-a-script-" * 3 + ".duckdb")
     shutil.copy(sample_db, db)
     app = ContextLensApp(db_path=db, reveal=True)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with driven(app, size=(80, 24)) as pilot:
         await settle(pilot)
         assert REVEALED_MARK in screen_text(app)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.pilot import run_async, settle
+from support.pilot import driven, run_async, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.assembly import AssemblyScreen
@@ -21,7 +21,7 @@ async def test_a_served_session_opens_no_bundle_dialog(
         sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SERVED_ENV, "1")
     app = ContextLensApp(db_path=sample_db, initial_assembly=INCIDENT)
-    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+    async with driven(app, size=(100, 30), notifications=True) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, AssemblyScreen)
         await pilot.press("u")

@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.command import CommandList, CommandPalette
+from textual.command import CommandPalette
 
 from inspector.app import ContextLensApp
 from inspector.screens.requests import RequestsScreen
 from inspector.screens.sessions import SessionsScreen
-from support.pilot import run_async, screen_text, settle
+from support.palette import palette
+from support.pilot import driven, run_async, screen_text, settle
 from support.sessions import SECRET, fake_home, newest_first, use_home
 
 
@@ -25,7 +26,7 @@ def test_enter_on_a_session_opens_its_requests(
 
     @run_async
     async def check() -> None:
-        async with app.run_test(size=(160, 40)) as pilot:
+        async with driven(app, size=(160, 40)) as pilot:
             await settle(pilot)
             screen = app.screen
             assert isinstance(screen, SessionsScreen)
@@ -47,14 +48,9 @@ def test_enter_on_a_session_opens_its_requests(
             assert isinstance(app.screen, RequestsScreen)
             sample_requests = app.screen._matched
 
-            await pilot.press("ctrl+p")  # the palette's "sessions" brings it back
-            await pilot.press(*"sessions")
-            for _ in range(200):  # a bound for a failure to show, not a timing
-                await pilot.pause(0.05)
-                commands = app.screen.query_one(CommandList)
-                if commands.option_count and str(
-                        commands.get_option_at_index(0).prompt).startswith("Sessions"):
-                    break
+            # the palette's "sessions" brings it back
+            offered = await palette(pilot, "sessions", "Sessions")
+            assert offered[0].startswith("Sessions"), offered
             assert isinstance(app.screen, CommandPalette)
             await pilot.press("enter")
             await settle(pilot)

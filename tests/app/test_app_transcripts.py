@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 from support.stores import make_export
 
 from inspector.app import ContextLensApp
@@ -97,7 +97,7 @@ async def test_transcript_opens_like_an_export(cc_db: Path) -> None:
         total = store.count_assemblies()
     assert total > 100
     app = ContextLensApp(db_path=cc_db)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RequestsScreen)
         assert f"{total:,} of {total:,} requests" in str(app.screen.query_one("#status").render())
@@ -128,7 +128,7 @@ async def test_replay_picker_offers_the_runtime_and_a_typed_counterfactual(cc_db
     from inspector.screens.replay import PolicyPicker
 
     app = ContextLensApp(db_path=cc_db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         await pilot.press("end", "enter")  # the newest request (the list is oldest first): after the compaction
         await settle(pilot)
@@ -162,7 +162,7 @@ async def test_compare_on_a_transcript_offers_its_runtime_and_a_typed_version(cc
     from inspector.screens.compare import ComparePicker, CompareScreen
 
     app = ContextLensApp(db_path=cc_db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         await pilot.press("C")
         await settle(pilot)
@@ -188,7 +188,7 @@ async def test_escape_sequences_in_previews_are_removed_for_reading(cc_db: Path)
     """A tool's coloured output quoted in the list's preview and the conversation tree reads
     without its sequences (as the record panel does); e shows them escaped."""
     app = ContextLensApp(db_path=cc_db)
-    async with app.run_test(size=(200, 50)) as pilot:
+    async with driven(app, size=(200, 50)) as pilot:
         await settle(pilot)
         table = app.screen.query_one("#requests-table")
         previews = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
@@ -215,7 +215,7 @@ async def test_the_omitted_tab_of_a_request_that_omitted_nothing_says_so(cc_db: 
         rows = store.list_assemblies(None, limit=None).to_pylist()
     whole = next(r["assembly_id"] for r in rows if r["omitted_count"] == 0)
     app = ContextLensApp(db_path=cc_db, initial_assembly=whole)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         await pilot.press("2")
         await settle(pilot)
@@ -241,7 +241,7 @@ async def test_a_masked_source_name_is_not_shown_whole_beside_it(tmp_path: Path)
     db = tmp_path / f"{INSPECT_LOG.name}-0123456789abcdef.duckdb"  # as the cache names it
     ingest(res.export_dir, db)
     app = ContextLensApp(db_path=db)
-    async with app.run_test(size=(160, 45)) as pilot:
+    async with driven(app, size=(160, 45)) as pilot:
         await settle(pilot)
         assert "masked secret" in app.sub_title
         assert "popularity_mj7k" not in app.sub_title, app.sub_title
@@ -267,7 +267,7 @@ async def test_compaction_marker_sits_between_the_runs_around_it(cc_db: Path) ->
     before = [a for a in page if a["runtime_kind"] == "chat" and "after_compaction:1" not in a["tags"]]
     last_before = max(before, key=lambda a: (a["assembled_at"], a["assembly_id"]))
     app = ContextLensApp(db_path=cc_db, initial_assembly=first_after["assembly_id"])
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with driven(app, size=(160, 50)) as pilot:
         await settle(pilot)
         await pilot.press("c")
         await settle(pilot)
@@ -299,7 +299,7 @@ async def test_subagents_nest_under_the_run_that_called_them(cc_db: Path) -> Non
     children = [r for r in runs if r["runtime_kind"] == "subagent_child"]
     parent_of = {r["participant_id"]: r["parent_model_run_id"] for r in children}
     app = ContextLensApp(db_path=cc_db)
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with driven(app, size=(160, 50)) as pilot:
         await settle(pilot)
         app.open_conversation(conversation)
         await settle(pilot)
@@ -378,7 +378,7 @@ async def test_recorded_tokens_beside_the_estimate(cc_db: Path) -> None:
         f"unattributed {unattributed:,} = overhead {overhead:,}"
     )
     app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with driven(app, size=(160, 40)) as pilot:
         await settle(pilot)
         assert expected in screen_text(app)
         assert f"tokens {recorded:,} of " in screen_text(app)
@@ -395,7 +395,7 @@ async def test_compacted_records_grouped_like_any_reason(cc_db: Path) -> None:
     assert compacted
     tokens = sum(r["tokens"] for r in compacted)
     app = ContextLensApp(db_path=cc_db, initial_assembly=assembly["assembly_id"])
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with driven(app, size=(160, 40)) as pilot:
         await settle(pilot)
         await pilot.press("2")
         await settle(pilot)
@@ -447,7 +447,7 @@ async def test_exports_without_recorded_tokens_show_no_recorded_line(tmp_path: P
     db = tmp_path / "plain.duckdb"
     ingest(make_export(tmp_path / "export"), db)
     app = ContextLensApp(db_path=db, initial_assembly="as1")
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with driven(app, size=(140, 40)) as pilot:
         await settle(pilot)
         text = screen_text(app)
         assert "tokens 80 of 4,000 budget" in text and "recorded 80 tok" not in text

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.pilot import run_async, settle
+from support.pilot import driven, run_async, settle
 
 from inspector.app import ContextLensApp
 from inspector.screens.requests import RequestsScreen
@@ -45,7 +45,7 @@ async def test_the_verify_progress_says_count_rate_and_time_left(
 
     monkeypatch.setattr(ReadModel, "verify", chunked_verify)
     app = ContextLensApp(db_path=sample_db)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with driven(app, size=(100, 30)) as pilot:
         await settle(pilot)
         app.open_verify()
         # progress() returns once the app has shown the report (call_from_thread): wait in

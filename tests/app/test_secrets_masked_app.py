@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.pilot import run_async, screen_text, settle
+from support.pilot import driven, run_async, screen_text, settle
 from support.secrets import SECRETS, leaked
 
 from inspector.app import ContextLensApp
@@ -25,7 +25,7 @@ def _last_assembly(db: Path) -> str:
 async def test_no_screen_shows_a_secret(secret_db: Path) -> None:
     aid = _last_assembly(secret_db)
     app = ContextLensApp(db_path=secret_db)
-    async with app.run_test(size=(200, 60)) as pilot:
+    async with driven(app, size=(200, 60)) as pilot:
         await settle(pilot)
         seen = [screen_text(app)]
         app.open_assembly(aid)
@@ -50,7 +50,7 @@ async def test_no_screen_shows_a_secret(secret_db: Path) -> None:
 async def test_a_confirmed_reveal_shows_them(secret_db: Path) -> None:
     aid = _last_assembly(secret_db)
     app = ContextLensApp(db_path=secret_db, reveal=True)
-    async with app.run_test(size=(200, 60)) as pilot:
+    async with driven(app, size=(200, 60)) as pilot:
         app.open_assembly(aid)
         await settle(pilot)
         await pilot.press("4")

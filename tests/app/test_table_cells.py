@@ -16,7 +16,7 @@ from textual.coordinate import Coordinate
 from textual_fastdatatable import DataTable
 
 from inspector.widgets.arrow_table import ArrowDataTable, arrow_table
-from support.pilot import run_async
+from support.pilot import driven, run_async
 
 # values whose drawing is easy to get wrong: wide and zero-width characters, markup-like
 # text, backslashes, text longer than its column, control characters, numbers, nulls
@@ -52,7 +52,7 @@ class _Tables(App[None]):
 @run_async
 async def _assert_drawn_as_the_library_draws(data: pa.Table) -> None:
     app = _Tables(data)
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with driven(app, size=(160, 40)) as pilot:
         await pilot.pause()
         table = app.query_one("#cells", ArrowDataTable)
         widths = sorted({c.render_width for c in table.ordered_columns} | {3, 8, 12})

@@ -200,7 +200,7 @@ def test_the_apps_compare_runs_on_ray_with_progress_in_partitions(
     from inspector.screens.compare import CompareScreen
     from readmodel import ReadModel
     from ingest.store import Store
-    from support.pilot import settle
+    from support.pilot import driven, settle
 
     seen: list[tuple[int, int, str]] = []
     shown = CompareScreen._progressed
@@ -213,7 +213,7 @@ def test_the_apps_compare_runs_on_ray_with_progress_in_partitions(
 
     async def run() -> CompareScreen:
         app = ContextLensApp(db_path=sample_db, ray_exports=[SAMPLE_DIR])
-        async with app.run_test(size=(140, 40)) as pilot:
+        async with driven(app, size=(140, 40)) as pilot:
             await settle(pilot)
             await pilot.press("C")
             await settle(pilot)

@@ -4,10 +4,12 @@ workers, read what the terminal shows, drive the replay screens."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import html
 import io
 import re
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,12 @@ async def settle(pilot: Any) -> None:
     but not yet started cannot be awaited: both are fine here, the loop looks again."""
     app = pilot.app
     for _ in range(100):
-        if (getattr(app.screen, "filter_pending", False)
-                or getattr(app.screen, "findings_pending", False)):
-            await pilot.pause(0.1)  # typed filter text (a request's lint) waits for its pause
+        if _pending(app):
+            # typed filter text (a request's lint) waits for its pause, a timer of the app's
+            if app in _HANDLED:
+                await until(pilot, lambda: not _pending(app), "the pause after typing")
+            else:  # a snapshot's run: snap_compare starts the app without a message hook
+                await pilot.pause(0.1)
             continue
         finite = _finite(app)
         try:
@@ -54,6 +59,51 @@ async def settle(pilot: Any) -> None:
             if not any(w.is_running or w.state is WorkerState.PENDING for w in _finite(app)):
                 return
     raise AssertionError("the app's workers never settled")
+
+
+def _pending(app: Any) -> bool:
+    return bool(getattr(app.screen, "filter_pending", False)
+                or getattr(app.screen, "findings_pending", False))
+
+
+# Each app run by ``driven``: the event its message hook sets whenever the app handles a
+# message (a worker's report, a timer, a key, a refresh), which is what ``until`` waits on.
+_HANDLED: "weakref.WeakKeyDictionary[Any, asyncio.Event]" = weakref.WeakKeyDictionary()
+
+# How long ``until`` lets a condition stay false before the test fails: a bound for a
+# failure to show, never a timing (the wait ends on the app's message that makes it true).
+NEVER_S = 60.0
+
+
+@contextlib.asynccontextmanager
+async def driven(app: Any, **run_test: Any) -> Any:
+    """``app.run_test(**run_test)`` for tests that wait with ``until``: every message the
+    app handles wakes the waits (Textual's ``message_hook``)."""
+    handled = asyncio.Event()
+    async with app.run_test(message_hook=lambda _message: handled.set(), **run_test) as pilot:
+        _HANDLED[app] = handled
+        yield pilot
+
+
+async def until(pilot: Any, condition: Any, what: str) -> None:
+    """Let the app run until ``condition()`` holds, looking again each time the app has
+    handled a message (the one that makes it true among them), never on a clock.
+
+    For what ``settle`` cannot wait on: a result reported from a thread or a process, a
+    palette's search, a timer's work. The app must run under ``driven``."""
+    handled = _HANDLED.get(pilot.app)
+    if handled is None:
+        raise RuntimeError("until() waits on an app run with driven(app, ...)")
+
+    async def woken_until_true() -> None:
+        while not condition():
+            handled.clear()
+            await handled.wait()
+
+    try:
+        await asyncio.wait_for(woken_until_true(), NEVER_S)
+    except TimeoutError:
+        raise AssertionError(f"never: {what}") from None
 
 
 def _finite(app: Any) -> list[Any]:
