@@ -12,9 +12,13 @@
 
 Unless ``reveal``, the slice is masked by the read model's rules (``readmodel.masking``):
 records of a restricted privacy class carry the placeholder instead of their content and
-no blob; other text has its secret-looking values replaced. Masking keeps every value a
-replay reads (ids, times, token counts, byte sizes, and the length of a tool call's
-arguments, from which its tokens are counted), so the bundle replays as the store does.
+no blob; other text has its secret-looking values replaced. A secret-shaped id that rows
+join on (an assembly, record or participant id...) is replaced by its pseudonym
+``masked-id-<12 hex of its sha256>``, the same in every table, and the stored
+``selection_hash`` of a request whose record ids changed is recomputed over the renamed
+rows. Masking keeps every other value a replay reads (times, token counts, byte sizes, and
+the length of a tool call's arguments, from which its tokens are counted), so the bundle
+replays as the store does.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ingest.contract import selection_hash
 from ingest.errors import ContextlensError
 from ingest.safe_files import POLICY_CAP, read_text_capped
 from ingest.secrets import find_secrets
@@ -39,7 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .model import ReadModel
 
-__all__ = ["BundleResult", "REPORT_NAME", "default_folder", "mask_slice", "write_bundle"]
+__all__ = ["BundleResult", "REPORT_NAME", "default_folder", "mask_slice", "pseudonym",
+           "write_bundle"]
 
 REPORT_NAME = "report.md"
 
@@ -60,7 +67,7 @@ _LISTS: dict[str, tuple[str, ...]] = {
     "tool_memories": ("provenance_locators",),
 }
 # names from logs (models, tools, skills), masked where secret-shaped as every displayed id is
-# (``masking.masked_ids``, columnar); ids that rows join on are kept, so the bundle replays
+# (``masking.masked_ids``, columnar); ids that rows join on get pseudonyms instead (below)
 _NAMES: dict[str, tuple[str, ...]] = {
     "participants": ("provider", "model"),
     "model_runs": ("provider", "model"),
@@ -70,6 +77,18 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "tool_memories": ("source_tool_names", "revalidation_tools"),
     "skill_states": ("loaded_skills", "active_profiles", "direct_tools"),
 }
+# the ids rows join on (each table's primary key and the columns and lists naming another
+# row), in every table: a secret-shaped one is replaced by one pseudonym everywhere, so the
+# bundle's rows still find each other and it replays as the store does
+_JOIN_KEYS = frozenset({
+    "conversation_id", "owner_id", "branch_id", "parent_branch_id", "fork_message_id",
+    "participant_id", "message_id", "parent_message_id", "model_run_id",
+    "trigger_message_id", "parent_model_run_id", "subagent_batch_id", "tool_call_id",
+    "artifact_id", "owner_participant_id", "owner_model_run_id", "shared_with", "memory_id",
+    "source_artifact_ids", "conflicts_with", "supersedes", "superseded_by", "skill_state_id",
+    "checkpoint_id", "assembly_id", "exact_evidence_ids", "record_id", "decision_id",
+})
+PSEUDONYM_PREFIX = "masked-id-"
 # JSON text: (column, keep its length) -- a tool call's tokens are counted from the length
 # of its arguments (``replay.assembler.call_tokens``)
 _JSON: dict[str, tuple[tuple[str, bool], ...]] = {
@@ -140,6 +159,8 @@ def write_bundle(
     tables = mask_slice(piece.tables, masker)
     blobs = _blobs(store, piece, tables, masker)
     policies = _policy_texts(registry)
+    # the id the bundle knows the request by (its commands and export id name it)
+    bundle_id = assembly_id if reveal or not _secret_shaped(assembly_id) else pseudonym(assembly_id)
 
     from .bundle_report import bundle_report
 
@@ -147,10 +168,11 @@ def write_bundle(
         model, assembly_id, out, policy=policy, reveal=reveal, rows=piece.rows(),
         blobs=len(blobs.bodies), withheld=blobs.withheld, missing=blobs.missing,
         policies=sorted(policies), masked=masker.masked, command=command,
+        **({"command_id": bundle_id} if bundle_id != assembly_id else {}),
     )
     from ingest.reexport import write_export
 
-    export_id = f"bundle-{_safe(assembly_id)}"
+    export_id = f"bundle-{_safe(bundle_id)}"
     write_export(out, export_id, "contextlens bundle", tables, blobs=blobs.bodies,
                  policies=policies, files={REPORT_NAME: report}, replace=force)
     return BundleResult(
@@ -162,8 +184,21 @@ def write_bundle(
 
 
 def default_folder(base: Path, assembly_id: str) -> Path:
-    """Where a bundle of ``assembly_id`` goes when the user names no folder: ``base/bundle-<id>``."""
-    return base / f"bundle-{_safe(assembly_id)}"
+    """Where a bundle of ``assembly_id`` goes when the user names no folder: ``base/bundle-<id>``
+    (a secret-shaped id by its pseudonym)."""
+    shown = pseudonym(assembly_id) if _secret_shaped(assembly_id) else assembly_id
+    return base / f"bundle-{_safe(shown)}"
+
+
+def pseudonym(value: str) -> str:
+    """What a masked bundle calls a secret-shaped id: ``masked-id-`` and 12 hex digits of its
+    sha256 (48 bits: no two ids of a bundle meet, and nothing of the secret is readable)."""
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return PSEUDONYM_PREFIX + digest[:12]
+
+
+def _secret_shaped(value: str) -> bool:
+    return bool(find_secrets(value))
 
 
 def _safe(text: str) -> str:
@@ -183,6 +218,7 @@ def mask_slice(tables: dict[str, pa.Table], masker: Masker) -> dict[str, pa.Tabl
     when ``masker.reveal``)."""
     if masker.reveal:
         return dict(tables)
+    tables = _pseudonymized(tables)
     out = {}
     for name, table in tables.items():
         if not table.num_rows:
@@ -210,6 +246,90 @@ def mask_slice(tables: dict[str, pa.Table], masker: Masker) -> dict[str, pa.Tabl
             table = _set(table, col, values)
         out[name] = table
     return out
+
+
+def _id_columns(table: pa.Table) -> list[str]:
+    return [c for c in table.column_names if c in _JOIN_KEYS]
+
+
+def _flat(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The strings of an id column (a list column's elements), as one string array."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        values = values.flatten()
+    if pa.types.is_null(values.type):
+        return pa.array([], pa.string())
+    return values.cast(pa.string())
+
+
+def _pseudonyms(tables: dict[str, pa.Table]) -> tuple[pa.Array, pa.Array]:
+    """(secret-shaped ids, their pseudonyms): every distinct id of the slice judged once."""
+    parts = [_flat(t[c]) for t in tables.values() for c in _id_columns(t)]
+    if not parts:
+        return pa.array([], pa.string()), pa.array([], pa.string())
+    distinct = pc.unique(pa.concat_arrays(parts)).drop_null()
+    secret = [v for v in distinct.to_pylist() if _secret_shaped(v)]
+    return pa.array(secret, pa.string()), pa.array([pseudonym(v) for v in secret], pa.string())
+
+
+def _renamed(values: pa.Array, keys: pa.Array, names: pa.Array) -> pa.Array:
+    """``values`` (strings) with each of ``keys`` replaced by its name in ``names``."""
+    kind = values.type
+    found = pc.index_in(values.cast(pa.string()), value_set=keys)
+    return pc.coalesce(pc.take(names, found), values.cast(pa.string())).cast(kind)
+
+
+def _pseudonymized(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The slice with every secret-shaped join key replaced by its pseudonym (columnar:
+    one ``index_in`` per column over the distinct secret ids), and each request whose
+    records were renamed given the ``selection_hash`` of its renamed rows, when its stored
+    hash was that of the recorded ones (an inconsistent recording stays inconsistent)."""
+    keys, names = _pseudonyms(tables)
+    if not len(keys):
+        return tables
+    out: dict[str, pa.Table] = {}
+    for name, table in tables.items():
+        for col in _id_columns(table):
+            i = table.schema.get_field_index(col)
+            column = table[col].combine_chunks()
+            kind = column.type
+            if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+                if pa.types.is_null(kind.value_type):
+                    continue
+                inner = _renamed(column.values, keys, names)
+                renamed = type(column).from_arrays(column.offsets, inner, mask=column.is_null())
+            elif pa.types.is_null(kind):
+                continue
+            else:
+                renamed = _renamed(column, keys, names)
+            table = table.set_column(i, table.schema.field(i), renamed.cast(kind))
+        out[name] = table
+    return _rehashed(tables, out)
+
+
+def _rehashed(before: dict[str, pa.Table], after: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    assemblies = after.get("context_assemblies")
+    records = before.get("assembly_records")
+    if assemblies is None or records is None or "selection_hash" not in assemblies.column_names:
+        return after
+    renamed = after["assembly_records"]
+
+    def rows_of(table: pa.Table, aid: str) -> list[dict[str, Any]]:
+        return table.filter(pc.equal(table["assembly_id"], aid)).to_pylist()
+
+    # a bundle holds one request (and the few its trace names): one hash per request
+    old_ids = before["context_assemblies"]["assembly_id"].to_pylist()
+    new_ids = assemblies["assembly_id"].to_pylist()
+    stored = assemblies["selection_hash"].to_pylist()
+    hashes = []
+    for old, new, recorded in zip(old_ids, new_ids, stored):
+        if recorded is not None and recorded == selection_hash(rows_of(records, old)):
+            recorded = selection_hash(rows_of(renamed, new))
+        hashes.append(recorded)
+    i = assemblies.schema.get_field_index("selection_hash")
+    after["context_assemblies"] = assemblies.set_column(
+        i, assemblies.schema.field(i), pa.array(hashes, assemblies.schema.field(i).type))
+    return after
 
 
 def _set(table: pa.Table, col: str, values: list[Any]) -> pa.Table:

@@ -67,8 +67,10 @@ def bundle_report(
     policies: list[str],
     masked: int,
     command: Callable[[list[str]], str] | None = None,
+    command_id: str | None = None,
 ) -> str:
-    """The report's Markdown text (``out`` is the bundle folder, named in the commands)."""
+    """The report's Markdown text (``out`` is the bundle folder, named in the commands;
+    ``command_id``, when given, is the id the bundle knows the request by: its pseudonym)."""
     spell = command or _spell
     view = model.assembly(assembly_id, reveal=reveal)
     req = view.request
@@ -77,7 +79,7 @@ def bundle_report(
     masker = Masker(reveal)
     # every id, tag and name shown here passes the one id rule (``masking.masked_ids``)
     shown_req = masked_ids(dict(req), masker)
-    command_id = masked_ids(assembly_id, masker)
+    command_id = command_id or masked_ids(assembly_id, masker)
     shown_id = md(command_id)
     lines: list[str] = [f"# Incident bundle: request {shown_id}", ""]
     if reveal:
@@ -87,8 +89,10 @@ def bundle_report(
     else:
         lines += ["Masked: records of a restricted privacy class carry a placeholder instead of "
                   "their content (and no raw body), and secret-looking values are replaced, in "
-                  f"the tables and in this report ({masked} values in the tables). Ids, times "
-                  "and token counts are as recorded, so the bundle replays as the store does.",
+                  f"the tables and in this report ({masked} values in the tables). A "
+                  "secret-shaped id is named by its pseudonym `masked-id-...`, the same in "
+                  "every table; times and token counts are as recorded, so the bundle replays "
+                  "as the store does.",
                   ""]
 
     # named from the folder that holds the bundle, so the commands work wherever it is moved
@@ -129,7 +133,7 @@ def bundle_report(
                   f"{md(tokens.unattributed_sentence())}.", ""]
 
     lines += ["## Safety findings in the recording", ""]
-    findings = _recorded_safety(model, assembly_id, masker)
+    findings = model.recorded_safety(assembly_id, reveal=reveal)
     if findings:
         lines += _table(["finding", "record", "detail"], [
             [f["finding"], f"{f['record_kind']} {md(f['record_id'])}", md(f["detail"], DETAIL_CELL)]
@@ -180,18 +184,6 @@ def bundle_report(
               f"Policies: {', '.join(md(p) for p in policies) or 'none (an in-memory registry)'}.",
               ""]
     return "\n".join(lines) + "\n"
-
-
-def _recorded_safety(model: "ReadModel", assembly_id: str, masker: Masker) -> list[dict[str, Any]]:
-    from replay import service
-    from replay.safety import load_context
-
-    store = model.store
-    row = store.assembly(assembly_id)
-    records = service.recorded_records(store, assembly_id, row["export_id"])
-    found = load_context(store, assembly_id, model.registry).findings(records)
-    return [{**f, "record_id": masker.text(f["record_id"]), "detail": masker.text(f["detail"])}
-            for f in found]
 
 
 def _whys(model: "ReadModel", assembly_id: str, keys: list[tuple[str, str]], side: str,

@@ -23,6 +23,7 @@ from ..errors import ContextlensError, cut
 from ..filters import AssemblyFilter, parse_filter
 from ..safe_files import require_not_special
 from ..sql import one_line_error as _one_line, open_cursor, open_duckdb, q, registered
+from .identity import damaged, is_corruption
 
 __all__ = ["Database", "STORE_FORMAT", "STORE_VERSION", "connect", "open_store"]
 
@@ -40,7 +41,9 @@ def check_is_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         meta = dict(con.execute(
             "SELECT key, value FROM store_meta WHERE key IN ('format', 'version')"
         ).fetchall())
-    except duckdb.Error:
+    except duckdb.Error as err:
+        if is_corruption(err):
+            raise damaged(path, err, "store_meta") from None
         meta = {}
     if meta.get("format") != STORE_FORMAT:
         raise ContextlensError(f"{path} is not a contextlens store")
@@ -141,6 +144,8 @@ def open_store(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
                 f"store {path} is being written by another process{by}, such as an ingest; "
                 "try again when it is done"
             ) from None
+        if is_corruption(err):
+            raise damaged(path, err) from None
         raise ContextlensError(f"{path} is not a contextlens store ({_one_line(err)})") from None
     try:
         check_is_store(con, path)
@@ -258,6 +263,8 @@ class Database:
         try:
             yield
         except duckdb.Error as err:
+            if is_corruption(err):
+                raise damaged(self.path, err) from None
             raise ContextlensError(f"store {self.path}: {_one_line(err)}") from None
 
     def exports(self) -> list[dict[str, Any]]:

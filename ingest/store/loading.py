@@ -40,6 +40,7 @@ from ..safe_files import require_not_special
 from ..sql import fetch_one, one_line_error as _one_line, q, sql_str
 from ..validate import CHECK_STEPS, check_loaded
 from .database import STORE_FORMAT, STORE_VERSION, connect, open_store
+from .identity import check_readable, refuse_collisions
 from .lock import StoreLock, remove_quietly, write_error
 
 __all__ = ["IngestInterrupted", "IngestResult", "ingest"]
@@ -143,6 +144,9 @@ def _previous_ingest(db_path: Path, export_id: str) -> tuple[str, str, str] | No
     """(manifest_json, rows_json, warnings_json) of export_id in the existing store, if any."""
     con = open_store(db_path, read_only=True)
     try:
+        # a damaged store is refused before the export is even loaded, so nothing is added
+        # to a file that reads back broken
+        check_readable(con, db_path)
         return fetch_one(con.execute(
             "SELECT manifest_json, rows_json, warnings_json FROM exports WHERE export_id = ?",
             [export_id],
@@ -203,7 +207,7 @@ def ingest(
                 steps.tick("writing the store")
                 _commit_by_rename(stage, db_path, term)
             else:
-                _add_to_store(db_path, stage, export_id, steps, term)
+                _add_to_store(db_path, stage, layout, steps, term)
             steps.done()
         except BaseException as exc:
             if term.error is not None and exc is not term.error:
@@ -327,7 +331,7 @@ def _merge_steps() -> int:
 
 
 def _add_to_store(
-    db_path: Path, stage: Path, export_id: str, steps: _Steps, term: "_TermAsError"
+    db_path: Path, stage: Path, layout: ExportLayout, steps: _Steps, term: "_TermAsError"
 ) -> None:
     """Add the validated export in ``stage`` to the existing store: in place, or through a
     copy renamed over the store when another process or connection is reading it."""
@@ -339,7 +343,7 @@ def _add_to_store(
             raise ContextlensError(f"cannot write {db_path}: {_one_line(err)}") from None
         con = None
     if con is not None:
-        _merge(con, db_path, stage, export_id, steps, term)
+        _merge(con, db_path, stage, layout, steps, term)
         return
     copy = _scratch_files(db_path, os.getpid())[2]
     try:
@@ -350,7 +354,7 @@ def _add_to_store(
         copy_con = connect(copy, read_only=False)
     except duckdb.Error as err:
         raise ContextlensError(f"cannot write {copy}: {_one_line(err)}") from None
-    _merge(copy_con, copy, stage, export_id, steps, None)
+    _merge(copy_con, copy, stage, layout, steps, None, store=db_path)
     if copy.with_name(copy.name + ".wal").exists():
         raise ContextlensError(f"cannot write {copy}: its WAL was not checkpointed")
     _commit_by_rename(copy, db_path, term)
@@ -374,15 +378,17 @@ def _held_by_a_reader(err: duckdb.Error) -> bool:
 
 
 def _merge(
-    con: duckdb.DuckDBPyConnection, target: Path, stage: Path, export_id: str,
-    steps: _Steps, term: "_TermAsError | None",
+    con: duckdb.DuckDBPyConnection, target: Path, stage: Path, layout: ExportLayout,
+    steps: _Steps, term: "_TermAsError | None", store: Path | None = None,
 ) -> None:
     """One transaction on ``con`` (the store at ``target``, or with ``term`` None a copy of
     it): the rows of ``stage`` are added, replacing the export's old rows when it was
     ingested before with other content.
     DuckDB writes a transaction to the WAL only at COMMIT, so a process killed before that
     leaves the store's content as it was, and one killed after it leaves the whole export,
-    replayed from the WAL by the next open."""
+    replayed from the WAL by the next open. An export whose primary keys repeat another
+    export's rows is refused before the transaction begins (``refuse_collisions``)."""
+    export_id = layout.manifest.export_id
     table = ""
     committed = False
     try:
@@ -392,6 +398,7 @@ def _merge(
         alias = "incoming" if store_name != "incoming" else "incoming_export"
         con.execute(f"ATTACH {sql_str(str(stage))} AS {q(alias)} (READ_ONLY)")
         staged = _tables(con, alias)
+        refuse_collisions(con, alias, export_id, layout.label, store or target)
         con.execute("BEGIN TRANSACTION")
         have = _tables(con, store_name)
         for table in _merged_tables():

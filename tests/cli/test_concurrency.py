@@ -22,7 +22,7 @@ import pytest
 
 from support.cli import run
 from ingest.store import Store, ingest
-from support.stores import make_export
+from support.stores import make_export, prefixed_ids
 
 SMALL_ASSEMBLIES = 2
 BIG_SCALE = 20000
@@ -251,7 +251,7 @@ def test_a_replacement_killed_before_its_commit_leaves_the_old_rows(
 def test_two_ingests_at_once_the_second_is_told_the_store_is_busy(
     capsys, big_export: Path, store: Path, tmp_path: Path
 ) -> None:
-    other = make_export(tmp_path / "other", export_id="exp-other")
+    other = make_export(tmp_path / "other", export_id="exp-other", edit=prefixed_ids("o-"))
     proc = _start_ingest(big_export, store, tmp_path)
     lock = store.with_name(store.name + ".lock")
     _wait_for(store.with_name(f"{store.name}.tmp-{proc.pid}"), proc)

@@ -97,7 +97,7 @@ def test_sigterm_once_an_export_is_committed_into_a_store_says_it_was_stored(
     from replay.sample_export import write_sample
 
     db = tmp_path / "store.duckdb"
-    other = write_sample(tmp_path / "other", seed=11)
+    other = write_sample(tmp_path / "other", scale=20)  # ids of its own: the story's would collide
     from ingest.store import ingest
 
     ingest(sample_export, db)

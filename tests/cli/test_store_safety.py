@@ -20,7 +20,7 @@ import pytest
 from support.cli import run
 from ingest.errors import ContextlensError, ValidationError
 from ingest.store import STORE_VERSION, Store, ingest
-from support.stores import make_export, read_table, rewrite_table, set_value
+from support.stores import make_export, prefixed_ids, read_table, rewrite_table, set_value
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
@@ -129,7 +129,7 @@ print("ok")
 
 
 def test_racing_ingests_over_a_stale_lock_never_lose_an_export(tmp_path: Path) -> None:
-    exports = [make_export(tmp_path / n, export_id=f"exp-{n}") for n in ("a", "b")]
+    exports = [make_export(tmp_path / n, export_id=f"exp-{n}", edit=prefixed_ids(n)) for n in ("a", "b")]
     sync = tmp_path / "sync"
     sync.mkdir()
     dbs = [tmp_path / f"s{i}.duckdb" for i in range(2)]
@@ -182,7 +182,7 @@ def test_a_signal_during_ingest_cleans_up_like_an_error(
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
     assert _leftovers(tmp_path, db) == []  # no copy, no .wal, no lock
     assert _sha(db) == before
-    assert ingest(make_export(tmp_path / "other", export_id="exp-other"), db).changed
+    assert ingest(make_export(tmp_path / "other", export_id="exp-other", edit=prefixed_ids("o-")), db).changed
 
 
 # ---------------------------------------------------------------- 1. a full disk
@@ -228,7 +228,7 @@ def test_no_space_while_adding_an_export_in_place(capsys, monkeypatch, tmp_path:
             raise duckdb.IOException("Could not write file: No space left on device")
 
     monkeypatch.setattr(loading, "_add_missing_columns", full)
-    line = _one_error_line(capsys, "ingest", str(make_export(tmp_path / "b", export_id="b")),
+    line = _one_error_line(capsys, "ingest", str(make_export(tmp_path / "b", export_id="b", edit=prefixed_ids("b-"))),
                            "--db", str(db))
     assert line == (
         f"contextlens: error: cannot write {db} (table tool_calls): "

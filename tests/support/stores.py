@@ -239,3 +239,25 @@ def set_value(export_dir: Path, table: str, column: str, row: int, value: Any,
         values = [None if v is None else (str(v) if pa.types.is_string(typ) else v) for v in values]
     data = data.set_column(idx, pa.field(column, typ, nullable=True), pa.array(values, typ))
     rewrite_table(export_dir, table, data)
+
+
+# id columns of the base rows (and the columns and lists that name them)
+_ID_COLUMNS = {"shared_with", "supersedes", "superseded_by", "conflicts_with", "owner_id"}
+
+
+def prefixed_ids(prefix: str) -> Callable[[dict[str, list[dict[str, Any]]]], None]:
+    """An edit giving every id of the base rows ``prefix``: a second export of the same rows
+    a store can hold beside the first (primary keys are unique within a store)."""
+
+    def edit(rows: dict[str, list[dict[str, Any]]]) -> None:
+        for table in rows.values():
+            for row in table:
+                for key, value in list(row.items()):
+                    if not (key.endswith("_id") or key.endswith("_ids") or key in _ID_COLUMNS):
+                        continue
+                    if isinstance(value, str):
+                        row[key] = prefix + value
+                    elif isinstance(value, list):
+                        row[key] = [prefix + v if isinstance(v, str) else v for v in value]
+
+    return edit

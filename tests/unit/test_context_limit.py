@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.stores import make_export, read_table, rewrite_table
+from support.stores import make_export, prefixed_ids, read_table, rewrite_table
 
 from ingest.store import Store, ingest
 from replay.assembler import assemble
@@ -22,7 +22,7 @@ def test_an_export_without_context_limit_loads_with_nulls_and_replays(tmp_path: 
     db = tmp_path / "store.duckdb"
     ingest(export, db)
     # a newer export with the column goes into the same store
-    newer = make_export(tmp_path / "new", export_id="exp-new")
+    newer = make_export(tmp_path / "new", export_id="exp-new", edit=prefixed_ids("new-"))
     ingest(newer, db)
     with Store.open(db) as store:
         rows = store.assembly_requests().to_pylist()

@@ -19,7 +19,7 @@ from ingest.store.database import STORE_TABLES
 from replay import service
 from replay.policy import load_registry
 from replay.sample_export import write_sample
-from support.stores import make_export, read_table, rewrite_table
+from support.stores import make_export, prefixed_ids, read_table, rewrite_table
 
 REG = load_registry(None)
 SCALE = 40
@@ -154,7 +154,7 @@ def test_a_store_named_like_the_attached_export_still_takes_a_second_export(
 ) -> None:
     db = tmp_path / name
     ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
-    assert ingest(make_export(tmp_path / "two", export_id="exp-2"), db).changed
+    assert ingest(make_export(tmp_path / "two", export_id="exp-2", edit=prefixed_ids("x")), db).changed
     assert set(_rows_by_export(db)) == {"exp-1", "exp-2"}
 
 
@@ -162,14 +162,7 @@ def test_an_added_export_with_an_extra_column_adds_it_to_the_store(tmp_path: Pat
     db = tmp_path / "s.duckdb"
     ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
 
-    def rename(rows):
-        for table in rows.values():
-            for row in table:
-                for key in ("message_id", "parent_message_id", "fork_message_id"):
-                    if row.get(key):
-                        row[key] = "x" + row[key]
-
-    two = make_export(tmp_path / "two", export_id="exp-2", edit=rename)
+    two = make_export(tmp_path / "two", export_id="exp-2", edit=prefixed_ids("x"))
     data = read_table(two, "messages")
     rewrite_table(two, "messages", data.append_column("sentiment", pa.array(["ok", "good"])))
     ingest(two, db)

@@ -27,7 +27,7 @@ from ingest.errors import ContextlensError, ValidationError
 from ingest.reexport import export_store
 from ingest.store import Store, ingest
 from ingest.writer import ExportWriter, table_sha256
-from support.stores import make_export, read_table, rewrite_table, set_value
+from support.stores import make_export, prefixed_ids, read_table, rewrite_table, set_value
 
 T0 = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
 CREATED = T0 + dt.timedelta(days=3)
@@ -390,7 +390,7 @@ def test_the_sample_round_trips_with_blobs_and_policies(sample_export: Path, sam
 def test_export_store_names_the_export_when_a_store_holds_several(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
-    ingest(make_export(tmp_path / "two", export_id="exp-2"), db)
+    ingest(make_export(tmp_path / "two", export_id="exp-2", edit=prefixed_ids("2-")), db)
     with pytest.raises(ContextlensError, match="holds 2 exports; name one of: exp-1, exp-2"):
         export_store(db, tmp_path / "out")
     with pytest.raises(ContextlensError, match="no export 'exp-3'"):

@@ -14,7 +14,7 @@ import pytest
 
 from ingest.errors import ContextlensError, NotFoundError, StoreBusyError, ValidationError
 from ingest.store import LIST_COLUMNS, IngestResult, Store, ingest
-from support.stores import BLOB, make_export, set_value
+from support.stores import BLOB, make_export, prefixed_ids, set_value
 
 BLOB_SHA = hashlib.sha256(BLOB).hexdigest()
 
@@ -94,14 +94,7 @@ def test_another_export_is_added(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     ingest(make_export(tmp_path / "one", export_id="exp-1"), db)
 
-    def rename(rows):
-        for r in rows["context_assemblies"]:
-            r["assembly_id"] = "x" + r["assembly_id"]
-        for t in ("assembly_records", "policy_decisions"):
-            for r in rows[t]:
-                r["assembly_id"] = "x" + r["assembly_id"]
-
-    ingest(make_export(tmp_path / "two", export_id="exp-2", edit=rename), db)
+    ingest(make_export(tmp_path / "two", export_id="exp-2", edit=prefixed_ids("x")), db)
     with Store.open(db) as store:
         assert store.count_assemblies() == 4
         assert [e["export_id"] for e in store.exports()] == ["exp-1", "exp-2"]
