@@ -3,6 +3,9 @@ that would need a lossy conversion refused, and load errors named by file, colum
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from typing import Iterator
 
 import duckdb
 import pyarrow as pa
@@ -127,8 +130,46 @@ def select_list(src: TableSource) -> str:
 def create_or_insert(
     con: duckdb.DuckDBPyConnection, src: TableSource, export_id: str, exists: bool, order_by: str = ""
 ) -> None:
-    """Load one table's Parquet into the store table of the same name, tagged with export_id."""
+    """Load one table's Parquet into the store table of the same name, tagged with export_id.
+
+    DuckDB may take most of the machine's memory by default; a load is a stream from Parquet
+    into the table, so it is held to LOAD_MEMORY (beyond it DuckDB spills to its temporary
+    folder) and a long session's millions of assembly rows load in bounded memory."""
     select = f"SELECT {select_list(src)}, ? AS export_id FROM {src.scan_sql()}{order_by}"
+    with _memory_held(con):
+        _create_or_insert(con, src, export_id, exists, select)
+
+
+# DuckDB's memory while a table is loaded (the connection's own limit is restored after)
+LOAD_MEMORY = "512MB"
+
+
+@contextlib.contextmanager
+def _memory_held(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    where = fetch_one(con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"))
+    if where is None or not where[0]:
+        yield  # an in-memory database holds its tables in memory: no cap to spill under
+        return
+    before = fetch_one(con.execute("SELECT current_setting('memory_limit')"))
+    con.execute(f"SET memory_limit = '{LOAD_MEMORY}'")
+    try:
+        yield
+    finally:
+        if before is None or before[0] == _default_memory_limit():
+            con.execute("RESET memory_limit")  # exactly the default, not its rounded spelling
+        else:  # DuckDB's own spelling of a size ('4.0 GiB'): no quote in it
+            con.execute(f"SET memory_limit = '{before[0]}'")
+
+
+@functools.cache
+def _default_memory_limit() -> str:
+    with duckdb.connect() as fresh:
+        return str(fresh.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+
+def _create_or_insert(con: duckdb.DuckDBPyConnection, src: TableSource, export_id: str,
+                      exists: bool, select: str) -> None:
     try:
         if not exists:
             con.execute(f"CREATE TABLE {q(src.name)} AS {select}", [export_id])

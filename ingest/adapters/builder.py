@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..contract import TRANSCRIPT_FACT_TABLES, TRANSCRIPT_FACTS, selection_hash
 from ..tags import (
@@ -25,6 +26,7 @@ from ..tags import (
     UNATTRIBUTED_TOKENS, int_tag, tag,
 )
 from ..writer import ExportWriter
+from .assembly_rows import AssemblyRows
 from .calibration import calibrate, scaled
 from .tokens import DEFAULT_ESTIMATOR, TiktokenEstimator, TokenEstimator
 from .common import (
@@ -142,8 +144,15 @@ class Builder:
         self.runtime_settings: dict[str, Any] = {}
         # transcript facts (ingest.contract.TRANSCRIPT_FACTS) per record or run id
         self.facts: dict[str, dict[str, Any]] = {}
-        # per run: (included ids, omitted ids, runtime, settings) of its recorded assembly
-        self._members: dict[str, tuple[list[str], list[str], str, dict[str, Any]]] = {}
+        # per run: (included count, the last included id, or the last omitted one when none
+        # is included, runtime, settings) of its recorded assembly: its rows are in
+        # ``assembly_rows``
+        self._members: dict[str, tuple[int, str | None, str, dict[str, Any]]] = {}
+        # the rows of every recorded assembly (and so of its decisions): on disk, not in
+        # memory, since a long session has n²/2 of them (assembly_rows.py)
+        self.assembly_rows = AssemblyRows()
+        # assembly row (its seq) -> its count, where ``write`` sets one after calibration
+        self._tokens_set: dict[int, int] = {}
         # the records standing for history a log that starts mid-session does not hold
         self._before_file: list[str] = []
 
@@ -215,32 +224,70 @@ class Builder:
                 if row[key] in self.facts:
                     self.facts[row[key]]["tokens"] = row["content_tokens"]
         asm = {r["model_run_id"]: r for r in self.rows.get("context_assemblies", [])}
-        for run_id, (inc, om, runtime, settings) in self._members.items():
-            if runtime == "observed":
-                continue
-            placed = [self.facts.get(i, {}) for i in inc + om]
-            if any("thread" not in f for f in placed):
-                continue
-            last = placed[len(inc) - 1] if inc else (placed[-1] if placed else None)
-            own = last["thread"] if last else None
-            facts: dict[str, Any] = {
-                "runtime": runtime, "settings": settings, "thread": own,
-                "upto": max((f["seq"] for f in placed if f["thread"] == own), default=-1),
-                # what the request carried (recorded, or estimated): a counterfactual
-                # compaction threshold is measured against it until a compaction
-                "carried": int(asm[run_id]["assembled_tokens"] or 0),
-            }
-            other = [f for f in placed[:len(inc)] if f["thread"] != own]
-            if other:
-                facts["inherits"] = other[0]["thread"]
-                facts["inherits_upto"] = max(f["seq"] for f in other if f["thread"] == other[0]["thread"])
-            self.facts[run_id] = facts
-            asm[run_id]["policy_version"] = runtime
+        runs = {run_id: m for run_id, m in self._members.items() if m[2] != "observed"}
+        if runs:
+            for run_id, facts in self._run_bounds(runs).items():
+                facts["carried"] = int(asm[run_id]["assembled_tokens"] or 0)
+                self.facts[run_id] = facts
+                asm[run_id]["policy_version"] = runs[run_id][2]
         for f in self.facts.values():
             cleared = f.get("cleared")
             if cleared and isinstance(cleared.get("after"), str):
                 # cleared from that record on: its place in the thread
                 cleared["after"] = self.facts.get(cleared["after"], {}).get("seq", -1)
+
+    def _run_bounds(self, runs: dict[str, tuple[int, str | None, str, dict[str, Any]]]
+                    ) -> dict[str, dict[str, Any]]:
+        """The runtime facts of each run of ``runs`` whose assembly's records are all
+        threaded (without ``carried``), in ``runs``' order, computed over the assembly rows
+        in DuckDB: the thread of its newest record (``last``), how far into it any of its
+        records reaches, and the thread and reach of its first included record of another
+        thread (what it inherited)."""
+        threaded = {rid: f for rid, f in self.facts.items() if "thread" in f}
+        facts = pa.table({"record_id": list(threaded),
+                          "fthread": [f["thread"] for f in threaded.values()],
+                          "fseq": [f["seq"] for f in threaded.values()]},
+                         schema=pa.schema([("record_id", pa.string()), ("fthread", pa.string()),
+                                           ("fseq", pa.int64())]))
+        own = {f"{run_id}:asm": (threaded.get(last, {}).get("thread") if last is not None else None)
+               for run_id, (_, last, _, _) in runs.items()}
+        owns = pa.table({"aid": list(own), "own": list(own.values())},
+                        schema=pa.schema([("aid", pa.string()), ("own", pa.string())]))
+        got = {aid: (unthreaded, upto, other) for aid, unthreaded, upto, other in self.assembly_rows.query(
+            """SELECT r.assembly_id,
+                      count(*) FILTER (WHERE f.fthread IS NULL),
+                      max(f.fseq) FILTER (WHERE f.fthread = o.own),
+                      arg_min(f.fthread, r.step) FILTER (WHERE r.decision = 'included'
+                                                         AND f.fthread <> o.own)
+               FROM rec r JOIN owns o ON o.aid = r.assembly_id
+               LEFT JOIN facts f ON f.record_id = r.record_id
+               GROUP BY r.assembly_id""", facts=facts, owns=owns)}
+        others = {aid: other for aid, (u, _, other) in got.items() if not u and other is not None}
+        reach: dict[str, int] = {}
+        if others:
+            table = pa.table({"aid": list(others), "other": list(others.values())},
+                             schema=pa.schema([("aid", pa.string()), ("other", pa.string())]))
+            reach = dict(self.assembly_rows.query(
+                """SELECT r.assembly_id, max(f.fseq)
+                   FROM rec r JOIN others o ON o.aid = r.assembly_id
+                   JOIN facts f ON f.record_id = r.record_id
+                   WHERE r.decision = 'included' AND f.fthread = o.other
+                   GROUP BY r.assembly_id""", facts=facts, others=table))
+        out: dict[str, dict[str, Any]] = {}
+        for run_id, (_, _, runtime, settings) in runs.items():
+            aid = f"{run_id}:asm"
+            unthreaded, upto, other = got.get(aid, (0, None, None))
+            if unthreaded:
+                continue
+            facts_of: dict[str, Any] = {
+                "runtime": runtime, "settings": settings, "thread": own[aid],
+                "upto": upto if upto is not None else -1,
+            }
+            if other is not None:
+                facts_of["inherits"] = other
+                facts_of["inherits_upto"] = reach[aid]
+            out[run_id] = facts_of
+        return out
 
     def history_before_file(self, cid: str, created_at: dt.datetime) -> Rec:
         """A record standing for the history a log that starts mid-session does not hold
@@ -261,10 +308,19 @@ class Builder:
             return
         messages = {r["message_id"]: r for r in self.rows.get("messages", [])}
         assemblies = {a["assembly_id"]: a for a in self.rows.get("context_assemblies", [])}
+        # the rows that sent them (one per request at most): fetched, changed here, and
+        # their counts written back over the assembly rows' in ``write``
+        ids = pa.table({"record_id": list(dict.fromkeys(self._before_file))},
+                       schema=pa.schema([("record_id", pa.string())]))
         rows_of: dict[str, list[dict[str, Any]]] = {}
-        for r in self.rows.get("assembly_records", []):
-            if r["record_id"] in self._before_file:
-                rows_of.setdefault(r["record_id"], []).append(r)
+        fetched: list[dict[str, Any]] = []
+        for seq, aid, rid, decision, rendering, tokens in self.assembly_rows.query(
+                "SELECT seq, assembly_id, record_id, decision, rendering, tokens FROM scaled "
+                "WHERE record_id IN (SELECT record_id FROM ids) ORDER BY seq", ids=ids):
+            row = {"seq": seq, "assembly_id": aid, "record_id": rid, "decision": decision,
+                   "rendering": rendering, "tokens": tokens}
+            fetched.append(row)
+            rows_of.setdefault(rid, []).append(row)
         def measured(rows: list[dict[str, Any]], rendering: str) -> tuple[int, int | None, int | None]:
             """(size, unexplained, overhead) of the first recorded request that sent the
             record so rendered: what it carried beyond its records and the fixed overhead."""
@@ -320,6 +376,7 @@ class Builder:
                 a["tags"] = tags
                 if a["assembly_id"] in self.unattributed:
                     self.unattributed[a["assembly_id"]] -= sent
+        self._tokens_set = {r["seq"]: r["tokens"] for r in fetched}
 
     # -- entities
     def conversation(self, title: str, created_at: dt.datetime) -> str:
@@ -598,71 +655,67 @@ class Builder:
         extra_tags: Iterable[str] = (),
         context_window_tokens: int | None = None,
         shown_as: Mapping[str, Shown] | None = None,
+        families: Mapping[str, tuple[str, str]] | None = None,
     ) -> str:
         """One recorded context assembly: ``included`` in prompt order; ``omitted`` as
         (record, reason_code, policy_family, detail). ``overhead_estimate`` is the estimate of
         what was sent outside the records (system prompt, tool schemas) when known.
         ``shown_as`` maps the id of an included record that was not sent verbatim to how it
-        was sent (a tool result a runtime cleared in place)."""
+        was sent (a tool result a runtime cleared in place). ``families`` maps a record id
+        to the (policy_family, detail) of its row when the runtime recorded its own (the
+        builder's are a transcript's: window, "sent in the recorded request")."""
         run = self._runs[run_id]
         aid = f"{run_id}:asm"
-        self._members[run_id] = ([r.id for r in included], [r.id for r, *_ in omitted],
-                                 self.runtime, dict(self.runtime_settings))
-        records = self.rows.setdefault("assembly_records", [])
-        decisions = self.rows.setdefault("policy_decisions", [])
-        sel: list[tuple[str, str, str, str | None, int | None]] = []
+        last = included[-1].id if included else (omitted[-1][0].id if omitted else None)
+        self._members[run_id] = (len(included), last, self.runtime, dict(self.runtime_settings))
+        # One final row per record, and its one trace step (policy_decisions is made from
+        # the same row when written): (assembly, step, kind, id, decision, rendering,
+        # position, family, reason, detail, tokens). Included records all come before any
+        # omitted one, so the count so far is the next prompt position (duplicates are
+        # skipped, so positions stay 0..n-1). A long session's history is all of this, so
+        # the loops stay plain.
+        rows: list[tuple[Any, ...]] = []
         seen: set[tuple[str, str]] = set()
-
-        def record(r: Any, decision: str, family: str, reason: str, detail: str,
-                   rendering: str | None = None, tokens: int | None = None) -> None:
-            """One final row and its one trace step. Included records are all recorded
-            before any omitted one, so the count so far is the next prompt position
-            (duplicates are skipped, so positions stay 0..n-1)."""
-            included_now = decision == "included"
-            position = len(sel) if included_now else None
-            if included_now and rendering is None:
-                rendering = "verbatim"
-            records.append({
-                "assembly_id": aid, "record_kind": r.kind, "record_id": r.id,
-                "decision": decision, "rendering": rendering, "position": position,
-                "policy_family": family, "reason_code": reason, "detail": detail,
-                "tokens": r.tokens if tokens is None else tokens,
-            })
-            decisions.append({
-                "decision_id": f"{aid}:d{len(sel)}", "assembly_id": aid, "step": len(sel),
-                "record_kind": r.kind, "record_id": r.id, "policy_family": family,
-                "outcome": "allow" if included_now else "deny", "reason_code": reason,
-                "detail": detail,
-            })
-            sel.append((r.kind, r.id, decision, rendering, position))
-
+        shown_as = shown_as or {}
         inc_tokens = 0
         msgs_in = arts_in = 0
         cleared_tokens: list[int] = []
         for r in included:
-            if (r.kind, r.id) in seen:
+            key = (r.kind, r.id)
+            if key in seen:
                 continue
-            seen.add((r.kind, r.id))
+            seen.add(key)
             msgs_in += r.kind == "message"
-            shown = (shown_as or {}).get(r.id)
+            shown = shown_as.get(r.id)
+            n = len(rows)
             if shown is None:
                 inc_tokens += r.tokens
                 arts_in += r.kind == "tool_artifact"
-                record(r, "included", "window", "in_window", "sent in the recorded request")
+                family, detail = ("window", "sent in the recorded request") if families is None \
+                    else families.get(r.id, ("window", "sent in the recorded request"))
+                rows.append((aid, n, r.kind, r.id, "included", "verbatim", n, family, "in_window",
+                             detail, r.tokens))
             else:
                 inc_tokens += shown.tokens
                 cleared_tokens.append(r.tokens - shown.tokens)  # the body the baseline sends
-                record(r, "included", "window", shown.reason, shown.detail, shown.rendering,
-                       shown.tokens)
+                family, detail = ("window", shown.detail) if families is None \
+                    else families.get(r.id, ("window", shown.detail))
+                rows.append((aid, n, r.kind, r.id, "included", shown.rendering or "verbatim", n,
+                             family, shown.reason, detail, shown.tokens))
         all_tokens = inc_tokens + sum(cleared_tokens)  # the history replay sends full bodies
         msgs_all = msgs_in
         for r, reason, family, detail in omitted:
-            if (r.kind, r.id) in seen:
+            key = (r.kind, r.id)
+            if key in seen:
                 continue
-            seen.add((r.kind, r.id))
+            seen.add(key)
             all_tokens += r.tokens
             msgs_all += r.kind == "message"
-            record(r, "omitted", family, reason, detail)
+            if families is not None and r.id in families:
+                family, detail = families[r.id]
+            rows.append((aid, len(rows), r.kind, r.id, "omitted", None, None, family, reason,
+                         detail, r.tokens))
+        self.assembly_rows.extend(rows)
         tags = [f"source:{self.fmt}", f"transcript:{self.source.name}"]
         if recorded_input is not None:
             unattributed = recorded_input - inc_tokens
@@ -706,7 +759,7 @@ class Builder:
                 "graph_query_ms": 0.0,
                 "policy_eval_ms": 0.0,
                 "serialization_ms": 0.0,
-                "selection_hash": selection_hash(sel),
+                "selection_hash": selection_hash([row[2:7] for row in rows]),
                 "payload_sha256": None,
                 "tags": tags,
             },
@@ -714,8 +767,32 @@ class Builder:
         return aid
 
     # -- output
+    def _write_assembly_rows(self, w: ExportWriter) -> None:
+        """assembly_records and policy_decisions streamed from the assembly rows in the
+        order they were made, a record batch at a time: the calibrated counts, and those
+        ``_measure_history_before_file`` set."""
+        for batch in self.assembly_rows.final_batches(self._tokens_set):
+            w.write("assembly_records", batch.select(
+                ["assembly_id", "record_kind", "record_id", "decision", "rendering", "position",
+                 "policy_family", "reason_code", "detail", "tokens"]))
+            step = batch.column("step")
+            w.write("policy_decisions", pa.RecordBatch.from_arrays([
+                pc.binary_join_element_wise(batch.column("assembly_id"), pc.cast(step, pa.string()), ":d"),
+                batch.column("assembly_id"), step, batch.column("record_kind"),
+                batch.column("record_id"), batch.column("policy_family"),
+                pc.if_else(pc.equal(batch.column("decision"), "included"), "allow", "deny"),
+                batch.column("reason_code"), batch.column("detail"),
+            ], names=["decision_id", "assembly_id", "step", "record_kind", "record_id",
+                      "policy_family", "outcome", "reason_code", "detail"]))
+
     def write(self, out_dir: Path) -> AdaptResult:
-        cal = calibrate(self.rows, self.unattributed, self.exact_encoding)
+        try:
+            return self._write(out_dir)
+        finally:
+            self.assembly_rows.close()  # its scratch folder goes, whatever happened
+
+    def _write(self, out_dir: Path) -> AdaptResult:
+        cal = calibrate(self.rows, self.assembly_rows, self.unattributed, self.exact_encoding)
         if cal.fitted:
             self._scale_facts(cal.factor)
         self._measure_history_before_file()
@@ -748,11 +825,15 @@ class Builder:
                     if table in TRANSCRIPT_FACT_TABLES:
                         extra[TRANSCRIPT_FACTS] = pa.string()
                     w.write(table, rows, extra=extra)
+            if self.assembly_rows.count:
+                self._write_assembly_rows(w)
             for body in self.blobs.values():
                 w.add_blob(body)
         stats = dict(self.stats)
         for table, rows in self.rows.items():
             stats[f"rows.{table}"] = len(rows)
+        if self._members:  # an assembly was made: its tables are counted, even when empty
+            stats["rows.assembly_records"] = stats["rows.policy_decisions"] = self.assembly_rows.count
         return AdaptResult(
             Path(out_dir), self.fmt, list(self.warnings), dict(self.unattributed), stats
         )

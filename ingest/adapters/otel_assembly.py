@@ -319,22 +319,18 @@ def build_governed(b: Builder, cid: str, conv: GovernedConversation, gov: Govern
              for r, d in zip(included, gov.included)
              if (d.rendering or "verbatim") != "verbatim" or d.reason != "in_window"}
     omitted = [(rec_of(d), d.reason, d.family, detail[(d.kind, d.rid)]) for d in gov.omitted]
-    runtime, b.runtime = b.runtime, "observed"  # the runtime's own version, not a replayed rule
-    try:
-        aid = b.assembly(run_id, included, omitted, call.input_tokens,
-                         extra_tags=[*tags, *gov.tags], shown_as=shown,
-                         context_window_tokens=gov.context_limit)
-    finally:
-        b.runtime = runtime
     # the family and detail of every row are the runtime's (the builder's defaults are a
     # transcript's: window, "sent in the recorded request")
     by_id = {r.id: d for r, d in zip(included, gov.included)}
     by_id.update({r.id: d for (r, *_), d in zip(omitted, gov.omitted)})
-    for table in ("assembly_records", "policy_decisions"):
-        for row in b.rows.get(table, []):
-            if row["assembly_id"] == aid and row["record_id"] in by_id:
-                d = by_id[row["record_id"]]
-                row["policy_family"], row["detail"] = d.family, detail[(d.kind, d.rid)]
+    families = {rid: (d.family, detail[(d.kind, d.rid)]) for rid, d in by_id.items()}
+    runtime, b.runtime = b.runtime, "observed"  # the runtime's own version, not a replayed rule
+    try:
+        aid = b.assembly(run_id, included, omitted, call.input_tokens,
+                         extra_tags=[*tags, *gov.tags], shown_as=shown,
+                         context_window_tokens=gov.context_limit, families=families)
+    finally:
+        b.runtime = runtime
     row = _row(b, "context_assemblies", "assembly_id", aid)
     if row is not None:
         row["policy_version"] = gov.policy_version

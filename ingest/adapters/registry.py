@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ContextlensError
+from .assembly_rows import scratch_beside
 from .builder import AdaptResult
 from .files import Sample, read_sample, require_regular_file
 from .tokens import DEFAULT_ESTIMATOR, TokenEstimator
@@ -252,7 +253,8 @@ def _run(
     adapter: Adapter, fmt: str, path: Path, out_dir: Path, estimator: TokenEstimator
 ) -> AdaptResult:
     try:
-        result = adapter.adapt(path, out_dir, estimator)
+        with scratch_beside(out_dir):  # a long session's assembly rows spill beside the export
+            result = adapter.adapt(path, out_dir, estimator)
     except ContextlensError:
         raise
     except RecursionError:
