@@ -14,7 +14,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -138,8 +137,8 @@ def test_invalid_utf8_is_refused_before_it_reaches_the_store(tmp_path: Path) -> 
 
 
 def test_50mb_content_is_stored_whole_and_shown_short(capsys, tmp_path: Path) -> None:
-    """Accepted: the content is kept byte for byte, but a listing shows a one-line label and
-    returns quickly; nothing prints 50 MB."""
+    """Accepted: the content is kept byte for byte, but a listing shows a one-line label;
+    nothing prints 50 MB (how fast it answers is the benchmarks' to say, not a test's)."""
     from support.bad_inputs import BIG_CONTENT_BYTES
     from ingest.store import Store
 
@@ -150,10 +149,8 @@ def test_50mb_content_is_stored_whole_and_shown_short(capsys, tmp_path: Path) ->
     with Store.open(db) as s:
         assert len(s.record("message", "msg1")["content"]) == BIG_CONTENT_BYTES
     for argv in (("show", "as1"), ("show", "as1", "--json"), ("list",)):
-        start = time.perf_counter()
         code, out, err = run(capsys, *argv, "--db", str(db))
         assert code == 0, err
-        assert time.perf_counter() - start < 5
         assert len(out) < 20_000, (argv, len(out))
     labels = [r["label"] for r in json.loads(run(capsys, "show", "as1", "--db", str(db), "--json")[1])["included"]]
     assert any(label.startswith("user: AAAA") and len(label) <= 100 for label in labels)
