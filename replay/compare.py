@@ -70,6 +70,7 @@ from .engine import (
     has_columnar_form, in_processes, replay_chunk, worker_count,
 )
 from .policy import PolicyRegistry, RuntimePolicy, effective_budgets
+from .findings_text import details
 from .safety import FINDING_OF_RULE, graph_findings, standard_blocked, standard_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,6 +296,8 @@ class _FindingTally:
     requests: int = 0
     example_requests: list[str] = field(default_factory=list)
     records: dict[tuple[str, str], int] = field(default_factory=dict)
+    # each example record's finding in words (``replay.findings_text``), as first seen
+    details: dict[tuple[str, str], str] = field(default_factory=dict)
     # None: every record is counted, in the order first seen (a partition's tally, merged
     # later into one that keeps the first EXAMPLE_RECORDS exactly as a single walk would)
     limit: int | None = EXAMPLE_RECORDS
@@ -308,6 +311,8 @@ class _FindingTally:
             key = (f["record_kind"], f["record_id"])
             if key in self.records or self.limit is None or len(self.records) < self.limit:
                 self.records[key] = self.records.get(key, 0) + 1
+                if f.get("detail") is not None:
+                    self.details.setdefault(key, f["detail"])
 
     def merge(self, later: "_FindingTally") -> None:
         """Add the tally of requests walked after this one's (``later`` an unlimited
@@ -320,11 +325,14 @@ class _FindingTally:
         for key, n in later.records.items():
             if key in self.records or self.limit is None or len(self.records) < self.limit:
                 self.records[key] = self.records.get(key, 0) + n
+                if key in later.details:
+                    self.details.setdefault(key, later.details[key])
 
     def to_json(self, finding: str) -> dict[str, Any]:
         return {"finding": finding, "findings": self.findings, "requests": self.requests,
                 "example_requests": list(self.example_requests),
-                "records": [{"record_kind": k, "record_id": r, "requests": n}
+                "records": [{"record_kind": k, "record_id": r, "requests": n,
+                             **({"detail": self.details[(k, r)]} if (k, r) in self.details else {})}
                             for (k, r), n in sorted(  # ties by kind, then id in natural order
                                 self.records.items(),
                                 key=lambda item: (-item[1], item[0][0], natural_key(item[0][1])))]}
@@ -590,38 +598,40 @@ def _safety(result: Comparison, registry: PolicyRegistry, chunk: Chunk,
     safety_fixes). The findings of the whole chunk come from one SQL query per side
     (``graph_findings``); only the few findings themselves become Python values."""
     counts: dict[str, list[Any]] = {"assembly_id": [], "safety_regressions": [], "safety_fixes": []}
-    sides: list[dict[str, set[tuple[str, str, str]]]] = [{}, {}]
+    sides: list[dict[str, dict[tuple[str, str, str], str]]] = [{}, {}]
     if ids:  # a chunk whose selections are all equal needs no query
         wanted = chunk.requests.filter(pc.is_in(chunk.requests["assembly_id"],
                                                 pa.array(ids, pa.string())))
         sides = [_by_assembly(found) for found in graph_findings(
             con, graphs, chunk.export_id, wanted, (side_a, side_b), registry)]
     for aid in ids:
-        a, b = sides[0].get(aid, set()), sides[1].get(aid, set())
+        a, b = sides[0].get(aid, {}), sides[1].get(aid, {})
         # as SafetyDelta.between: B's findings A has not, and A's B has not, by record
-        for group, found in (("regressions", sorted(b - a)), ("fixes", sorted(a - b))):
+        for group, found, words in (("regressions", sorted(b.keys() - a.keys()), b),
+                                    ("fixes", sorted(a.keys() - b.keys()), a)):
             by_finding: dict[str, list[dict[str, Any]]] = {}
             for kind, rid, finding in found:
                 by_finding.setdefault(finding, []).append(
-                    {"record_id": rid, "record_kind": kind, "finding": finding})
+                    {"record_id": rid, "record_kind": kind, "finding": finding,
+                     "detail": words[(kind, rid, finding)]})
             for finding, items in by_finding.items():
                 result.tally(group, finding).add(aid, items)
             if found:
                 result.safety_requests[group] += 1
         counts["assembly_id"].append(aid)
-        counts["safety_regressions"].append(len(b - a))
-        counts["safety_fixes"].append(len(a - b))
+        counts["safety_regressions"].append(len(b.keys() - a.keys()))
+        counts["safety_fixes"].append(len(a.keys() - b.keys()))
     return pa.table(counts, schema=pa.schema([("assembly_id", pa.string()),
                                               ("safety_regressions", pa.int64()),
                                               ("safety_fixes", pa.int64())]))
 
 
-def _by_assembly(found: pa.Table) -> dict[str, set[tuple[str, str, str]]]:
-    """{assembly: {(record_kind, record_id, finding)}} of ``graph_findings`` rows."""
-    out: dict[str, set[tuple[str, str, str]]] = {}
-    for aid, kind, rid, finding in zip(*(found.column(c).to_pylist() for c in
-                                         ("assembly_id", "record_kind", "record_id", "finding"))):
-        out.setdefault(aid, set()).add((kind, rid, finding))
+def _by_assembly(found: pa.Table) -> dict[str, dict[tuple[str, str, str], str]]:
+    """{assembly: {(record_kind, record_id, finding): detail}} of ``graph_findings`` rows."""
+    out: dict[str, dict[tuple[str, str, str], str]] = {}
+    for aid, kind, rid, finding, detail in zip(*(found.column(c).to_pylist() for c in (
+            "assembly_id", "record_kind", "record_id", "finding", "detail"))):
+        out.setdefault(aid, {})[(kind, rid, finding)] = detail
     return out
 
 
@@ -632,10 +642,15 @@ def _in_recording(result: Comparison, store: "Store", registry: PolicyRegistry,
 
 def in_recording_rows(store: "Store", registry: PolicyRegistry,
                       flt: "AssemblyFilter | None") -> pa.Table:
-    """The findings in what was sent (invariant, assembly_id, record_kind, record_id), over
-    the requests of ``store`` matching ``flt``: one row per finding."""
+    """The findings in what was sent (invariant, assembly_id, record_kind, record_id,
+    detail), over the requests of ``store`` matching ``flt``: one row per finding, its
+    detail in the words every other path uses (``replay.findings_text``)."""
     rows = store.safety_violations(flt, standard_windows(registry), standard_blocked(registry))
-    return rows.select(["invariant", "assembly_id", "record_kind", "record_id"])
+    finding = pc.fill_null(pa.array([FINDING_OF_RULE.get(r, r) for r in
+                                     rows.column("invariant").to_pylist()], pa.string()), "")
+    words = details(rows.append_column("finding", finding))
+    return rows.select(["invariant", "assembly_id", "record_kind", "record_id"]).append_column(
+        "detail", words)
 
 
 def tally_in_recording(result: Comparison, rows: pa.Table) -> None:

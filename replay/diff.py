@@ -42,7 +42,8 @@ SAFETY_GROUPS = ("regressions", "fixes", "in_recording")
 
 
 def _entry(f: dict[str, Any]) -> dict[str, Any]:
-    return {"record_id": f["record_id"], "record_kind": f["record_kind"], "finding": f["finding"]}
+    return {"record_id": f["record_id"], "record_kind": f["record_kind"], "finding": f["finding"],
+            "detail": f["detail"]}
 
 
 def _key(f: dict[str, Any]) -> tuple[str, str, str]:

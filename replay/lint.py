@@ -20,7 +20,9 @@ Rules:
   ``audit_only_included``, ``superseded_included``, ``stale_as_current``,
   ``restricted_raw_sent`` over the included records of recorded assemblies: the findings of
   ``replay/safety.py`` (one definition of safety) computed in SQL, under these rule names
-  (``replay.safety.LINT_RULES``). A test holds the two equal on the sample.
+  (``replay.safety.LINT_RULES``). The SQL returns facts; ``replay/findings_text.py`` words
+  them as it words diff's, why's and compare's. Tests hold the two equal on the sample,
+  words included (tests/cli/test_one_safety_judgement.py).
 """
 
 from __future__ import annotations
@@ -175,14 +177,23 @@ def _rows(table: Any) -> list[dict[str, Any]]:
 
 
 def _safety(store: "Store", flt: Any, registry: "PolicyRegistry | None") -> list[Finding]:
+    import pyarrow as pa
+
+    from .findings_text import details
     from .policy import load_registry
-    from .safety import standard_blocked, standard_windows
+    from .safety import FINDING_OF_RULE, standard_blocked, standard_windows
 
     reg = registry if registry is not None else load_registry(None)
+    rows = store.safety_violations(flt, standard_windows(reg), standard_blocked(reg))
+    # the SQL returns facts under rule names; the words are replay.findings_text's, as for
+    # diff, why, compare and the bundle report (worded columnar, over every row at once)
+    finding = pa.array([FINDING_OF_RULE.get(r, r) for r in rows["invariant"].to_pylist()], pa.string())
+    words = details(rows.set_column(rows.schema.get_field_index("invariant"), "finding", finding))
     return [
-        Finding(r["invariant"], "error", r["assembly_id"], None, r["record_kind"], r["record_id"],
-                r["detail"])
-        for r in _rows(store.safety_violations(flt, standard_windows(reg), standard_blocked(reg)))
+        Finding(rule, "error", aid, None, kind, rid, detail)
+        for rule, aid, kind, rid, detail in zip(
+            rows["invariant"].to_pylist(), rows["assembly_id"].to_pylist(),
+            rows["record_kind"].to_pylist(), rows["record_id"].to_pylist(), words.to_pylist())
     ]
 
 

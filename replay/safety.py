@@ -33,7 +33,9 @@ a replay under v5, whose widened windows call a days-old calendar memory fresh, 
 that memory as ``stale_as_current`` (the memory's own ``stale_after`` has passed), so a diff
 of v5 against v4 lists it as a regression.
 
-Each finding is ``{"record_id", "record_kind", "finding", "detail"}``. The lint's rule names
+Each finding is ``{"record_id", "record_kind", "finding", "detail"}``; the rules yield facts
+(``record_facts``) and ``replay/findings_text.py``, the one writer of a finding's words,
+turns them into ``detail`` (as it does for the lint's and compare's SQL facts). The lint's rule names
 for the same findings are ``LINT_RULES`` (the lint keeps the names it always had).
 """
 
@@ -48,11 +50,11 @@ import pyarrow.compute as pc
 from ingest.contract import RESTRICTED_PRIVACY
 from ingest.sql import registered
 from ingest.store.lint import safety_query, safety_views
-from ingest.timefmt import sentence_time
 
 # The assembler's per-conversation index is the graph as the assembler sees it (lineage,
 # owners, supersession links); safety reads the same facts so the two cannot disagree.
 from .assembler import _index
+from .findings_text import details, facts_table
 from .snapshot import Request, Snapshot, load_snapshot, request_from_row
 from .visibility import RequestView, VisibilityRules, owner_of
 
@@ -196,62 +198,60 @@ class SafetyContext:
         return mem["observed_at"] + dt.timedelta(hours=w)
 
     # ---- the findings
-    def record_findings(self, kind: str, rid: str, rendering: str | None) -> list[tuple[str, str]]:
-        """(finding, detail) pairs of one included record."""
+    def record_facts(self, kind: str, rid: str, rendering: str | None) -> list[dict[str, Any]]:
+        """The findings of one included record as facts (``replay.findings_text.FACTS``
+        rows, worded by ``findings_text.details``)."""
         row = self._row(kind, rid)
         if row is None:
             return []
         req = self.request
         at = req.assembled_at
         me = req.participant_id
-        out: list[tuple[str, str]] = []
+        base = {"asm_branch": req.branch_id, "requester": me, "assembled_at": at,
+                "rendering": rendering, "provider": req.provider,
+                "policy_version": req.policy_version}
+        out: list[dict[str, Any]] = []
         branch, created = self._placed(kind, row)
         if not (kind == "tool_memory" and row["visibility_scope"] == "conversation") \
                 and not self.on_lineage(branch, created):
             cut = self.lineage.get(branch or "")
-            if cut is not None:
-                out.append(("sibling_branch", f"created {sentence_time(created)} on ancestor branch "
-                            f"{branch}, after the fork at {sentence_time(cut[0])}"))
-            else:
-                out.append(("sibling_branch", f"on branch {branch}, not on the lineage of {req.branch_id}"))
+            out.append({**base, "finding": "sibling_branch", "record_branch": branch,
+                        "record_at": created, "cutoff": cut[0] if cut is not None else None})
         owner, run, scope, shared = self._owner(kind, row)
         if scope == "participant_private" and owner != me and me not in shared:
             if not (kind == "tool_memory" and self._promoted_child(row, run)):
-                who = owner or "an unresolvable owner"
-                out.append(("foreign_private", f"participant_private to {who}, sent to {me}"))
+                out.append({**base, "finding": "foreign_private", "owner": owner,
+                            "shared_with": list(shared)})
         if scope == "audit_only":
-            out.append(("audit_only", f"audit-only record sent to {me}"))
+            out.append({**base, "finding": "audit_only"})
         cls = row.get("privacy_class")
         if kind == "tool_artifact" and cls in RESTRICTED_PRIVACY and rendering in _RAW:
-            out.append(("restricted_raw", f"raw {cls} body sent (rendering {rendering})"))
+            out.append({**base, "finding": "restricted_raw", "privacy_class": cls, "raw": True})
         elif kind in ("tool_artifact", "tool_memory") and cls in self.blocked:
-            out.append(("restricted_raw", f"{cls} data sent to {req.provider}, which policy "
-                        f"{req.policy_version} blocks"))
+            out.append({**base, "finding": "restricted_raw", "privacy_class": cls, "raw": False})
         if kind == "tool_memory":
             # superseded: by a replacement the request may see (it should have been shown
             # instead), or, shown as a current fact, by one it may not see (DESIGN.md section
             # 5: such a memory is a stale marker or omitted); in memory id order, the first
-            found = None
             for newer in self.ix.replaced_by.get(rid, []):
                 n = self.ix.mems.get(newer)
                 if newer == rid or n is None or n["created_at"] > at:
                     continue
                 seen, why = self.sight("tool_memory", n)
-                if seen == "visible":
-                    found = (newer, f"superseded by {newer} (created {sentence_time(n['created_at'])}), "
-                                    f"visible at the assembly ({sentence_time(at)})")
-                elif seen == "hidden" and rendering == "compact_memory":
-                    found = (newer, f"shown as a current fact, superseded by {newer} (created "
-                                    f"{sentence_time(n['created_at'])}), which this request may not see ({why})")
-                if found is not None:
+                if seen == "visible" or (seen == "hidden" and rendering == "compact_memory"):
+                    out.append({**base, "finding": "superseded", "newer": newer,
+                                "newer_at": n["created_at"], "newer_seen": seen,
+                                "hidden_why": why})
                     break
-            if found is not None:
-                out.append(("superseded", found[1]))
             since = self.stale_since(row)
             if rendering == "compact_memory" and since is not None and since < at:
-                out.append(("stale_as_current", f"rendered compact_memory (a current fact) at "
-                            f"{sentence_time(at)}, stale since {sentence_time(since)}"))
+                out.append({**base, "finding": "stale_as_current", "stale_since": since})
         return out
+
+    def record_findings(self, kind: str, rid: str, rendering: str | None) -> list[tuple[str, str]]:
+        """(finding, detail) pairs of one included record."""
+        facts = self.record_facts(kind, rid, rendering)
+        return list(zip([f["finding"] for f in facts], details(facts_table(facts)).to_pylist()))
 
     def findings(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The findings of one assembly's records, sorted by record then finding."""
@@ -259,9 +259,11 @@ class SafetyContext:
         for r in records:
             if r.get("decision") != "included":
                 continue
-            for finding, detail in self.record_findings(r["record_kind"], r["record_id"], r.get("rendering")):
-                out.append({"record_id": r["record_id"], "record_kind": r["record_kind"],
-                            "finding": finding, "detail": detail})
+            for fact in self.record_facts(r["record_kind"], r["record_id"], r.get("rendering")):
+                out.append({"record_id": r["record_id"], "record_kind": r["record_kind"], **fact})
+        # one columnar wording of all the assembly's findings (replay.findings_text)
+        out = [{"record_id": f["record_id"], "record_kind": f["record_kind"], "finding": f["finding"],
+                "detail": detail} for f, detail in zip(out, details(facts_table(out)).to_pylist())]
         out.sort(key=lambda f: (f["record_kind"], f["record_id"], FINDINGS.index(f["finding"])))
         return out
 
@@ -296,7 +298,8 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
     record_kind, record_id, decision, rendering rows of those requests: recorded or
     replayed). Compare judges whole chunks this way instead of building each request's
     Python context, both sides in one query (each side's requests under ids of its own).
-    Returns, per side, (assembly_id, record_kind, record_id, finding): one row per finding."""
+    Returns, per side, (assembly_id, record_kind, record_id, finding, detail): one row per
+    finding, ``detail`` in the words of ``replay.findings_text`` (as ``findings`` words it)."""
     if not 0 < len(sides) <= 10:  # one-digit tags
         raise ValueError("graph_findings judges one to ten sides")
     sql, params = safety_query("TRUE", standard_windows(registry), standard_blocked(registry))
@@ -313,12 +316,14 @@ def graph_findings(con: "duckdb.DuckDBPyConnection", graphs: dict[str, pa.Table]
             for i, side in enumerate(sides)]))
     with registered(con, **views):
         # a row reachable from two conversations of the chunk is in its graph twice
-        found = con.sql(
-            f"SELECT DISTINCT assembly_id, record_kind, record_id, invariant FROM ({sql})",
-            params=params).to_arrow_table()
+        found = con.sql(f"SELECT DISTINCT * EXCLUDE (export_id) FROM ({sql})",
+                        params=params).to_arrow_table()
     finding = pc.fill_null(pa.array([FINDING_OF_RULE.get(r, r) for r in
                                      found.column("invariant").to_pylist()], pa.string()), "")
     found = found.drop_columns(["invariant"]).append_column("finding", finding)
+    # the words of replay.findings_text, as lint, diff and why word the same findings
+    found = found.select(["assembly_id", "record_kind", "record_id", "finding"]).append_column(
+        "detail", details(found))
     ids = found["assembly_id"]
     tag_length = len(_SIDE_TAG.format(0))
     found = found.set_column(0, "assembly_id", pc.utf8_slice_codeunits(ids, tag_length))

@@ -37,7 +37,11 @@ Transcript rules (``unanswered_tool_calls``, ``result_placement``, ``serial_read
 ``memory_tool_calls``) read the execution graph: model runs grouped in chains (one chain per
 branch and subagent), tool calls, artifacts.
 
-(About 580 lines: the SQL of each rule sits beside the method that runs it; the safety
+The safety query returns facts (timestamps, ids, classes), never sentences:
+``replay/findings_text.py`` words every finding, for the lint as for diff, why, compare and
+the bundle report.
+
+(About 600 lines: the SQL of each rule sits beside the method that runs it; the safety
 query also runs on the few requests of a page, from their conversations' rows.)
 """
 
@@ -69,11 +73,11 @@ SAFETY_GRAPH_TABLES = ("branches", "participants", "messages", "model_runs", "to
 # extra tool_artifacts columns written by the transcript adapters (not in the contract)
 RESULT_PLACEMENT_COLUMNS: tuple[str, ...] = ("result_message_key", "result_after_text")
 
-_UTC = "strftime(({e}) AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S UTC')"
-
-
-def _utc(expr: str) -> str:
-    return _UTC.format(e=expr)
+# The facts every safety row carries after its record (replay.findings_text.FACTS, which
+# words them): the request's, and the record's class and rendering; ``p`` a table prefix
+_FACTS = ("{p}asm_branch AS asm_branch, {p}requester AS requester, {p}privacy_class AS privacy_class, "
+          "{p}rendering AS rendering, {p}asm_provider_name AS provider, {p}asm_policy AS policy_version, "
+          "{raw} AS raw, {p}assembled_at AS assembled_at")
 
 
 def _where(flt: AssemblyFilter | str | None) -> tuple[str, list[Any]]:
@@ -86,7 +90,8 @@ _INCLUDED = """
 sel AS (
     SELECT a.export_id, a.assembly_id, a.conversation_id AS asm_conversation,
            a.branch_id AS asm_branch, a.participant_id AS requester, a.assembled_at,
-           a.policy_version AS asm_policy, lower(a.provider) AS asm_provider
+           a.policy_version AS asm_policy, lower(a.provider) AS asm_provider,
+           a.provider AS asm_provider_name
     FROM context_assemblies a
     JOIN (SELECT export_id, assembly_id FROM assembly_summary WHERE {where}) s
       ON s.export_id = a.export_id AND s.assembly_id = a.assembly_id
@@ -94,7 +99,7 @@ sel AS (
 inc AS (
     SELECT r.export_id, r.assembly_id, r.record_kind, r.record_id, r.rendering,
            s.asm_conversation, s.asm_branch, s.requester, s.assembled_at, s.asm_policy,
-           s.asm_provider
+           s.asm_provider, s.asm_provider_name
     FROM assembly_records r
     JOIN sel s ON s.export_id = r.export_id AND s.assembly_id = r.assembly_id
     WHERE r.decision = 'included'
@@ -170,22 +175,15 @@ sub_up(export_id, conversation_id, start_run, participant, kind, parent, depth) 
 
 _SAFETY = """
 SELECT 'sibling_branch' AS invariant, export_id, assembly_id, record_kind, record_id,
-       CASE WHEN on_lineage_branch
-            THEN 'created ' || {rec_at} || ' on ancestor branch ' || rec_branch
-                 || ', after the fork at ' || {cutoff} || ': not on the lineage of ' || asm_branch
-            ELSE 'on branch ' || rec_branch || ', which is not on the lineage of the assembly''s branch '
-                 || asm_branch END AS detail
+       rec_branch AS record_branch, rec_at AS record_at,
+       CASE WHEN on_lineage_branch THEN cutoff END AS cutoff, {facts}, {no_owner}, {no_newer}
 FROM xl
 WHERE rec_branch IS NOT NULL
   AND NOT (record_kind = 'tool_memory' AND scope = 'conversation')
   AND (NOT on_lineage_branch OR (cutoff IS NOT NULL AND rec_at > cutoff))
 UNION ALL
 SELECT 'foreign_private', xl.export_id, xl.assembly_id, xl.record_kind, xl.record_id,
-       'participant_private to ' || coalesce(po.participant_id, 'an unresolvable owner')
-       || ', sent to ' || xl.requester
-       || CASE WHEN len(xl.shared_with) > 0
-               THEN ' (shared only with ' || array_to_string(xl.shared_with, ', ') || ')'
-               ELSE ' (shared with nobody)' END
+       {no_branch}, {facts_xl}, po.participant_id, xl.shared_with, {no_newer}
 FROM xl
 LEFT JOIN model_runs cr ON cr.export_id = xl.export_id AND cr.model_run_id = xl.owner_run
 LEFT JOIN model_runs pr ON pr.export_id = cr.export_id AND pr.model_run_id = cr.parent_model_run_id
@@ -198,16 +196,19 @@ WHERE xl.scope = 'participant_private' AND po.participant_id IS DISTINCT FROM xl
                    AND cr.runtime_kind = 'subagent_child' AND pr.participant_id = xl.requester, false)
 UNION ALL
 SELECT 'audit_only_included', export_id, assembly_id, record_kind, record_id,
-       'audit-only record sent to ' || requester
+       {no_branch}, {facts}, {no_owner}, {no_newer}
 FROM xl WHERE scope = 'audit_only'
 UNION ALL
-SELECT 'superseded_included', export_id, assembly_id, record_kind, record_id,
-       CASE WHEN bool_or(seen = 'visible')
-            THEN 'superseded by ' || min(newer) FILTER (WHERE seen = 'visible') || ' (created '
-                 || {newer_at} || '), which existed at the assembly (' || {asm_at} || ')'
-            ELSE 'shown as a current fact, superseded by ' || min(newer)
-                 || ', which this request may not see' END
+SELECT DISTINCT 'superseded_included', export_id, assembly_id, record_kind, record_id,
+       {no_branch}, {facts}, {no_owner},
+       -- the first replacement as the Python form takes it (replay/assembler.py's
+       -- replaced_by: the memory's own superseded_by, then those naming it, by id)
+       first.newer, first.newer_at, first.seen, first.why, NULL::TIMESTAMPTZ
 FROM (
+    SELECT *, arg_min({{'newer': newer, 'newer_at': newer_at, 'seen': seen, 'why': why}},
+                      src || newer) OVER (PARTITION BY export_id, assembly_id, record_kind, record_id)
+              AS first
+    FROM (
     -- each replacement as the request sees it (replay/visibility.py, the assembler's stages
     -- 3-5 under the rules that fail closed): absent (not on the lineage), hidden (audit-only,
     -- private to another participant or to nobody who resolves, or of a class the recorded
@@ -231,9 +232,17 @@ FROM (
                             AND u.start_run = s.newer_run
                             AND (u.participant = s.requester OR u.kind <> 'subagent_child')), false))
                   OR list_contains(?::VARCHAR[], s.asm_policy || '/' || s.asm_provider || '/' || s.newer_class)
-                THEN 'hidden' ELSE 'visible' END AS seen
+                THEN 'hidden' ELSE 'visible' END AS seen,
+           -- the deciding reason code of a hidden replacement, in replay/visibility.py's
+           -- order of its checks
+           CASE WHEN s.newer_scope = 'audit_only' THEN 'audit_only'
+                WHEN s.newer_scope = 'participant_private' AND np.participant_id IS NULL
+                THEN 'owner_unknown'
+                WHEN s.newer_scope = 'participant_private' AND np.participant_id <> s.requester
+                THEN 'participant_private'
+                ELSE 'provider_restricted' END AS why
     FROM (
-        SELECT o.*, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
+        SELECT o.*, '0' AS src, n.memory_id AS newer, n.created_at AS newer_at, n.branch_id AS newer_branch,
                n.visibility_scope AS newer_scope, n.owner_participant_id AS newer_owner,
                n.owner_model_run_id AS newer_run, n.privacy_class AS newer_class
         FROM xl o
@@ -242,7 +251,7 @@ FROM (
         JOIN tool_memories n ON n.export_id = old.export_id AND n.memory_id = old.superseded_by
                             AND n.conversation_id = o.asm_conversation
         UNION ALL
-        SELECT o.*, n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id,
+        SELECT o.*, '1', n.memory_id, n.created_at, n.branch_id, n.visibility_scope, n.owner_participant_id,
                n.owner_model_run_id, n.privacy_class
         FROM xl o
         JOIN (SELECT export_id, conversation_id, memory_id, created_at, branch_id, visibility_scope,
@@ -261,23 +270,22 @@ FROM (
     WHERE s.newer <> s.record_id AND s.newer_at <= s.assembled_at
 ) v
 WHERE seen = 'visible' OR (seen = 'hidden' AND rendering = 'compact_memory')
-GROUP BY export_id, assembly_id, record_kind, record_id, assembled_at
+) w
 UNION ALL
 SELECT 'stale_as_current', export_id, assembly_id, record_kind, record_id,
-       'rendered compact_memory (a current fact) at ' || {asm_at2} || ', stale since '
-       || {stale} FROM xl
+       {no_branch}, {facts}, {no_owner}, NULL, NULL::TIMESTAMPTZ, NULL, NULL, stale_after
+FROM xl
 WHERE record_kind = 'tool_memory' AND rendering = 'compact_memory'
   AND stale_after IS NOT NULL AND stale_after < assembled_at
 UNION ALL
 SELECT 'restricted_raw_sent', export_id, assembly_id, record_kind, record_id,
-       'raw ' || privacy_class || ' body sent (rendering ' || rendering || ')'
+       {no_branch}, {facts_raw}, {no_owner}, {no_newer}
 FROM xl
 WHERE record_kind = 'tool_artifact' AND privacy_class IN (SELECT unnest(?::VARCHAR[]))
   AND rendering IN ('verbatim', 'rehydrated_raw')
 UNION ALL
 SELECT 'restricted_raw_sent', export_id, assembly_id, record_kind, record_id,
-       privacy_class || ' data sent to ' || asm_provider || ', which policy ' || asm_policy
-       || ' blocks'
+       {no_branch}, {facts}, {no_owner}, {no_newer}
 FROM xl
 WHERE record_kind IN ('tool_artifact', 'tool_memory')
   AND list_contains(?::VARCHAR[], asm_policy || '/' || asm_provider || '/' || privacy_class)
@@ -327,7 +335,8 @@ def safety_query(where: str, windows: dict[str, dict[str, int]] | None,
                  blocked: dict[str, dict[str, list[str]]] | None) -> tuple[str, list[Any]]:
     """The safety invariants as one SQL query (see the module docstring) and its parameters
     after those of ``where``: rows (invariant, export_id, assembly_id, record_kind,
-    record_id, detail), unordered, for the assemblies of ``assembly_summary`` matching
+    record_id, then the facts of ``replay.findings_text.FACTS``: never sentences, which that
+    module alone writes), unordered, for the assemblies of ``assembly_summary`` matching
     ``where``. It reads the store's tables by their names, so a caller holding other rows
     under those names (compare: one chunk's replayed records and conversation graph, on a
     connection of its own) applies the very same rules to them."""
@@ -338,8 +347,13 @@ def safety_query(where: str, windows: dict[str, dict[str, int]] | None,
                    for p, cls in per.items() for c in cls)
     restricted = sorted(RESTRICTED_PRIVACY)
     sql = "WITH RECURSIVE " + _INCLUDED.format(where=where) + _SAFETY.format(
-        rec_at=_utc("rec_at"), cutoff=_utc("cutoff"), newer_at=_utc("min(newer_at) FILTER (WHERE seen = 'visible')"),
-        asm_at=_utc("assembled_at"), asm_at2=_utc("assembled_at"), stale=_utc("stale_after"),
+        facts=_FACTS.format(p="", raw="false"), facts_raw=_FACTS.format(p="", raw="true"),
+        facts_xl=_FACTS.format(p="xl.", raw="false"),
+        no_branch="NULL::VARCHAR AS record_branch, NULL::TIMESTAMPTZ AS record_at, "
+                  "NULL::TIMESTAMPTZ AS cutoff",
+        no_owner="NULL::VARCHAR AS owner, NULL::VARCHAR[] AS shared_with",
+        no_newer="NULL::VARCHAR AS newer, NULL::TIMESTAMPTZ AS newer_at, NULL::VARCHAR AS newer_seen, "
+                 "NULL::VARCHAR AS hidden_why, NULL::TIMESTAMPTZ AS stale_since",
     )
     return sql, [hours, classes, pairs, restricted, pairs, restricted]
 
@@ -379,8 +393,9 @@ class LintQueries(Database):
     def safety_violations(self, flt: AssemblyFilter | str | None = None,
                           windows: dict[str, dict[str, int]] | None = None,
                           blocked: dict[str, dict[str, list[str]]] | None = None) -> pa.Table:
-        """invariant, export_id, assembly_id, record_kind, record_id, detail: one row per
-        included record of a selected assembly that breaks a safety invariant, ordered.
+        """invariant, export_id, assembly_id, record_kind, record_id and the finding's facts
+        (``replay.findings_text.FACTS``: times, ids, classes; ``details`` words them): one
+        row per included record of a selected assembly that breaks a safety invariant, ordered.
 
         Each assembly is judged against its recorded policy version (its standard):
         ``windows`` maps a version to freshness class to hours (a memory without its own

@@ -9,7 +9,10 @@ import pytest
 
 from support.cli import run, run_json
 
-STALE_020 = {"record_id": "mem-020", "record_kind": "tool_memory", "finding": "stale_as_current"}
+# the incident's calendar memory as every safety path words it (replay.findings_text)
+STALE_020 = {"record_id": "mem-020", "record_kind": "tool_memory", "finding": "stale_as_current",
+             "detail": "rendered compact_memory (a current fact) at 2026-10-29 17:00 UTC, "
+                       "stale since 2026-10-27 15:00 UTC"}
 
 
 @pytest.fixture(autouse=True)

@@ -82,8 +82,9 @@ def test_safety_first_then_class_order_then_kind_and_id() -> None:
                      ("k1", "compact_memory"): "superseded"})
     d = diff_records(A, B, context=ctx)  # type: ignore[arg-type]
     assert d.safety.regressions == [{"record_id": "k2", "record_kind": "tool_memory",
-                                     "finding": "stale_as_current"}]
-    assert d.safety.fixes == [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded"}]
+                                     "finding": "stale_as_current", "detail": ""}]
+    assert d.safety.fixes == [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded",
+                               "detail": ""}]
     assert d.safety.in_recording == []  # neither side is the recording
     assert d.summary["safety"] == 1
     order = [c["record_id"] for c in d.changes]
@@ -93,8 +94,9 @@ def test_safety_first_then_class_order_then_kind_and_id() -> None:
                                  "position": None, "tokens": 10, "detail": "", "policy_family": "window"}
     assert d.changed == [c for c in d.changes if c["change"] != "unchanged"]
     assert d.to_json()["safety"] == {
-        "regressions": [{"record_id": "k2", "record_kind": "tool_memory", "finding": "stale_as_current"}],
-        "fixes": [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded"}],
+        "regressions": [{"record_id": "k2", "record_kind": "tool_memory", "finding": "stale_as_current",
+                         "detail": ""}],
+        "fixes": [{"record_id": "k1", "record_kind": "tool_memory", "finding": "superseded", "detail": ""}],
         "in_recording": [],
     }
 
@@ -105,7 +107,7 @@ def test_findings_of_a_recorded_side_are_in_recording() -> None:
     # the same finding on both sides: neither a regression nor a fix, but it was sent
     assert d.safety.regressions == [] and d.safety.fixes == []
     assert d.safety.in_recording == [{"record_id": "k1", "record_kind": "tool_memory",
-                                      "finding": "superseded"}]
+                                      "finding": "superseded", "detail": ""}]
     assert not d.safety.empty and len(d.safety) == 0
 
 
@@ -125,20 +127,23 @@ def test_without_a_context_there_are_no_findings() -> None:
     assert d.to_json()["safety"] == {"regressions": [], "fixes": [], "in_recording": []}
 
 
+# the incident's calendar memory as every safety path words it (replay.findings_text)
+STALE_020 = {"record_id": "mem-020", "record_kind": "tool_memory", "finding": "stale_as_current",
+             "detail": "rendered compact_memory (a current fact) at 2026-10-29 17:00 UTC, "
+                       "stale since 2026-10-27 15:00 UTC"}
+
+
 def test_v5_incident_against_v4_is_a_stale_as_current_regression(sample_db: Path) -> None:
     """Replaying the v5 incident request under v4 and v5: the calendar memory mem-020 is
     shown as current fact under v5 (a regression), not merely a rendering change."""
     with Store.open(sample_db) as store:
         d = service.diff(store, "asm-035", "v5", against="v4")
         recorded = service.diff(store, "asm-035", "v4")
-    assert {"record_id": "mem-020", "record_kind": "tool_memory",
-            "finding": "stale_as_current"} in d.safety.regressions
+    assert STALE_020 in d.safety.regressions
     assert d.safety.fixes == [] and d.safety.in_recording == []
     change = next(c for c in d.changes if c["record_id"] == "mem-020")
     assert change["change"] == "rendering_changed" and change["safety"]
     # against the recording (v5): v4 fixes what the recording sent
-    assert {"record_id": "mem-020", "record_kind": "tool_memory",
-            "finding": "stale_as_current"} in recorded.safety.fixes
-    assert {"record_id": "mem-020", "record_kind": "tool_memory",
-            "finding": "stale_as_current"} in recorded.safety.in_recording
+    assert STALE_020 in recorded.safety.fixes
+    assert STALE_020 in recorded.safety.in_recording
     assert recorded.safety.regressions == []
