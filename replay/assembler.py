@@ -1,7 +1,9 @@
 """The reference assembler: ``assemble(snapshot, request, policy) -> Assembly``.
 
-It is the oracle every faster path is checked against, so it is kept as one file to be
-read top to bottom: the eleven stages in order, then the plugin protocol (hence its length).
+It is the oracle every faster path is checked against. This module keeps the graph index,
+the candidates and the stage loop; each stage's rule lives in its family's module of
+``replay/rules/`` (reason codes, deciding keys, detail sentences, this reference step and
+the columnar form side by side), walked in ``replay.rules.STAGES`` order.
 
 A pure, deterministic function of its inputs: no clock, no I/O, and every ordering uses
 stable keys (never set or dict iteration order of unordered data). It works on the graph
@@ -78,8 +80,7 @@ Other assemblers plug in through the entry point group ``contextlens.assemblers`
 (see docs/assemblers.md): an object with ``name``, ``version`` and
 ``assemble(snapshot, request, policy) -> Assembly``.
 
-(Long on purpose: this is the oracle. Its stages stay in one module, in the order they run,
-so a reader follows a record from candidate to prompt without leaving the file.)
+(The stage summary above is the map; a stage's code is in ``replay/rules/<family>.py``.)
 """
 
 from __future__ import annotations
@@ -92,12 +93,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from ingest.contract import selection_hash  # noqa: F401  (the contract's rule, re-exported)
 from ingest.errors import ContextlensError
-from ingest.timefmt import sentence_time
 
-from .policy import Policy, RuntimePolicy, effective_budget
-from .render import WRAPPERS, rendering_tokens
+from .policy import Policy, RuntimePolicy
+from .rules import STAGES
+from .rules.budget import call_tokens, shown
 from .snapshot import Request, Snapshot
-from .visibility import HIDING_STEPS, RequestView, VisibilityRules, owner_of, promotion_decision
+from .visibility import RequestView, VisibilityRules, owner_of
 
 __all__ = [
     "Assembly",
@@ -109,51 +110,12 @@ __all__ = [
     "get_assembler",
     "selection_hash",
     "call_tokens",
-    "deciding_keys",
 ]
 
 ENTRY_POINT_GROUP = "contextlens.assemblers"
 REFERENCE_VERSION = "1.0.0"
 KIND_ORDER = {"checkpoint": 0, "skill_state": 1, "tool_memory": 2, "message": 3,
               "tool_call": 4, "tool_artifact": 5}
-
-# The policy key(s) behind each reason code: what to change for another outcome (for "why").
-DECIDING_KEYS: dict[str, tuple[str, ...]] = {
-    "not_yet_created": (),
-    "retention_removed": ("retention.removed_classes",),
-    "sibling_branch": ("branch.lineage_only",),
-    "conversation_shared": ("branch.shared_fill",),
-    "audit_only": ("visibility.audit_only_excluded",),
-    "participant_private": ("ownership.participant_isolation",),
-    "owner_unknown": (),  # fail closed: no policy key shows a record nobody owns
-    "privacy_restricted": ("privacy.raw_blocked_classes",),
-    "provider_restricted": ("privacy.providers.<provider>.blocked_classes",),
-    "superseded": ("contradiction.supersession",),
-    "redundant": ("contradiction.show_both_sides",),
-    "conflict_both_sides": ("contradiction.show_both_sides",),
-    "broken_provenance": ("freshness.broken_provenance",),
-    "stale": ("freshness.<class>", "freshness.stale_action"),
-    "stale_marker": ("freshness.<class>", "freshness.stale_action", "freshness.broken_provenance"),
-    "compact_memory": ("freshness.<class>",),
-    "promoted_child_output": ("ownership.child_promotion",),
-    "child_not_promoted": ("ownership.child_promotion",),
-    "rehydrated_exact": ("rehydration.trigger",),
-    "byte_budget_exceeded": ("rehydration.byte_budget",),
-    "raw_replaced_by_memory": ("rehydration.trigger",),
-    "recovery_protected": ("recovery.protected_states",),
-    "outside_window": ("window.max_messages",),
-    "in_window": ("window.max_messages",),
-    "over_budget": ("budget.token_budget", "budget.reserve_tokens", "ranking.order"),
-}
-
-
-def deciding_keys(policy_family: str, reason_code: str) -> tuple[str, ...]:
-    """The policy keys that decided a record's final row (``<class>``/``<provider>`` stand
-    for the record's freshness class and the request's provider)."""
-    if reason_code == "redundant" and policy_family != "contradiction":
-        return ("recovery.protected_states",)  # a settled or resolved tool call / artifact
-    return DECIDING_KEYS.get(reason_code, ())
-
 
 # --------------------------------------------------------------------------- results
 
@@ -213,17 +175,6 @@ class AssemblerPlugin(Protocol):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def fmt_age(delta: dt.timedelta) -> str:
-    hours = int(delta.total_seconds() // 3600)
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h" if days else f"{hours}h"
-
-
-def call_tokens(arguments_json: str) -> int:
-    """Token cost of showing a tool call (tool_calls carry no content_tokens column)."""
-    return 12 + len(arguments_json or "") // 4
 
 
 class _Cand:
@@ -458,265 +409,46 @@ class _Pool:
         self.times = [e[0] for e in entries]
 
 
+class _Run:
+    """One assembly while the stages run: its request, policy, candidates and what one
+    family's step leaves for a later one (the subagent chains, the baseline, the raw
+    artifacts waiting for their memory)."""
+
+    def __init__(self, ix: _Index, req: Request, policy: Policy, cands: list[_Cand],
+                 invert_supersession: bool) -> None:
+        self.ix = ix
+        self.req = req
+        self.policy = policy
+        self.cands = cands
+        self.invert_supersession = invert_supersession
+        self.at = req.assembled_at
+        self.me = req.participant_id
+        self.branch = req.branch_id
+        # what this request may see, by the one definition safety judges by too
+        self.view = RequestView(ix, req.branch_id, req.participant_id, req.provider,
+                                VisibilityRules.of(policy, req.provider))
+        self.baseline_tokens = 0
+        self.baseline_messages = 0
+        self.chains_of: dict[int, list[dict[str, Any]]] = {}  # id(cand) -> its subagent chain
+        self.mem_cands = {c.rid: c for c in cands if c.kind == "tool_memory"}
+        self.replaceable: list[tuple[_Cand, list[str]]] = []  # raw artifacts that wait for their memory
+
+    def live(self) -> list[_Cand]:
+        return [c for c in self.cands if c.alive]
+
+
 def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
               invert_supersession: bool = False) -> Assembly:
     ix = _index(snapshot, req.conversation_id)
-    at = req.assembled_at
-    me = req.participant_id
-    branch = req.branch_id
-    cands = _candidates(ix, req, branch)
+    run = _Run(ix, req, policy, _candidates(ix, req, req.branch_id), invert_supersession)
+    for _stage, _family, reference, _columnar in STAGES:  # replay.rules: one module per family
+        reference(run)
+    return _finish(run, assembler)
 
-    def live() -> list[_Cand]:
-        return [c for c in cands if c.alive]
 
-    # 1 not yet created
-    for c in cands:
-        if c.created > at:
-            c.add(1, "window", "deny", "not_yet_created",
-                  f"created {sentence_time(c.created)}, after the assembly at {sentence_time(at)}")
-
-    # 2 retention
-    removed = set(policy.retention.removed_classes)
-    for c in live():
-        if c.kind == "tool_artifact" and c.row["retention_class"] in removed:
-            c.add(2, "retention", "deny", "retention_removed",
-                  f"retention class {c.row['retention_class']}: raw body not kept")
-
-    # 3-5 branch lineage, visibility and ownership, privacy and provider: what this request
-    # may see, by the one definition safety judges by too (replay.visibility)
-    view = RequestView(ix, branch, me, req.provider, VisibilityRules.of(policy, req.provider))
-    lineage = view.lineage
-    baseline_tokens = 0
-    baseline_messages = 0
-    chains_of: dict[int, list[dict[str, Any]]] = {}  # id(cand) -> its subagent chain
-    for c in cands:
-        cut = lineage.get(c.branch)
-        on = c.branch in lineage and (cut is None or c.created <= cut[0])
-        if on and c.created <= at and c.kind in ("message", "tool_call", "tool_artifact"):
-            baseline_tokens += c.tokens
-            baseline_messages += c.kind == "message"
-        if not c.alive:
-            continue
-        seen, chain = view.decide(c.kind, c.row, c.branch, c.created, on)
-        for d in seen:
-            c.add(*d)
-        if chain and c.alive:
-            chains_of[id(c)] = chain
-            c.child = True
-
-    # 6 contradiction and supersession
-    live_mems = {c.rid: c for c in live() if c.kind == "tool_memory"}
-    mem_cands = {c.rid: c for c in cands if c.kind == "tool_memory"}
-    con = policy.contradiction
-    if con.supersession == "omit_obsolete":
-        for c in sorted(live_mems.values(), key=lambda c: c.rid):
-            m = c.row
-            if invert_supersession:
-                # the drift build read `supersedes` as if it pointed at the replacement
-                targets = [s for s in (m["supersedes"] or []) if s in live_mems]
-                if targets:
-                    c.add(6, "contradiction", "deny", "superseded", f"superseded by {targets[0]}")
-                continue
-            newer = [n for n in ix.replaced_by.get(c.rid, []) if n in live_mems and n != c.rid]
-            if newer:
-                c.add(6, "contradiction", "deny", "superseded", f"superseded by {newer[0]}")
-    for c in sorted(live_mems.values(), key=lambda c: c.rid):
-        if not c.alive:
-            continue
-        peers = [p for p in (c.row["conflicts_with"] or [])
-                 if p in live_mems and live_mems[p].alive and p != c.rid]
-        if not peers:
-            continue
-        if con.show_both_sides:
-            c.add(6, "contradiction", "allow", "conflict_both_sides",
-                  f"conflicts with {', '.join(peers)}; both sides shown")
-        else:
-            best = max([c] + [live_mems[p] for p in peers],
-                       key=lambda x: (x.row["confidence"], x.rid))
-            if best is not c:
-                c.add(6, "contradiction", "deny", "redundant",
-                      f"conflicts with {best.rid} (confidence {best.row['confidence']:.2f}"
-                      f" over {c.row['confidence']:.2f})")
-
-    if not invert_supersession:  # the drift build has no notion of a replacement's direction
-        _hidden_supersession(live_mems, ix, mem_cands, policy)
-
-    # 7 freshness and provenance
-    fresh = policy.freshness
-    for c in live():
-        if c.kind != "tool_memory":
-            continue
-        m = c.row
-        missing = [a for a in (m["source_artifact_ids"] or []) if a not in ix.arts]
-        tools = ", ".join(m["revalidation_tools"] or []) or "its source tool"
-        if missing:
-            if fresh.broken_provenance == "mark":
-                c.add(7, "freshness", "mark", "stale_marker",
-                      f"source {', '.join(missing)} is missing (broken provenance); "
-                      f"revalidate with {tools}")
-                c.rendering = "revalidation_hint"
-            else:
-                c.add(7, "freshness", "deny", "broken_provenance",
-                      f"source {', '.join(missing)} is missing")
-            continue
-        window = fresh.window(m["freshness_class"])
-        age = at - m["observed_at"]
-        if window is not None and age > dt.timedelta(hours=window):
-            since = m["observed_at"] + dt.timedelta(hours=window)
-            what = f"stale since {sentence_time(since)} ({m['freshness_class']}, {window}h window)"
-            if fresh.stale_action == "mark":
-                c.add(7, "freshness", "mark", "stale_marker", f"{what}; revalidate with {tools}")
-                c.rendering = "stale_marker"
-            else:
-                c.add(7, "freshness", "deny", "stale", what)
-        elif not c.decisions:
-            span = (f"within the {window}h {m['freshness_class']} window" if window is not None
-                    else f"{m['freshness_class']}: does not go stale")
-            c.add(7, "freshness", "allow", "compact_memory", f"observed {fmt_age(age)} ago, {span}")
-
-    # 8 promotion and rehydration
-    mode = policy.ownership.child_promotion
-    bytes_left = policy.rehydration.byte_budget  # the request's recorded byte_budget is informational
-    exact = set(req.exact_evidence_ids) if policy.rehydration.trigger == "exact_evidence" else set()
-    replaceable: list[tuple[_Cand, list[str]]] = []  # raw artifacts that wait for their memory
-    for c in live():
-        if c.child:
-            _promote(c, chains_of[id(c)], mode)
-            continue
-        if c.kind == "tool_artifact":
-            settled = c.row["status"] == "succeeded"
-            if c.rid in exact and settled:
-                if c.row["byte_size"] <= bytes_left:
-                    bytes_left -= c.row["byte_size"]
-                    c.add(8, "rehydration", "rehydrate", "rehydrated_exact",
-                          f"exact evidence requested; {c.row['byte_size']} bytes raw")
-                    c.rendering = "rehydrated_raw"
-                else:
-                    c.add(8, "rehydration", "deny", "byte_budget_exceeded",
-                          f"needs {c.row['byte_size']} bytes, {bytes_left} left of the byte budget")
-            elif settled:
-                derived = [m for m in ix.mem_by_source.get(c.rid, []) if ix.mems[m]["created_at"] <= at]
-                if derived:
-                    # decided after the budget: replaced only by a memory that is in the prompt
-                    replaceable.append((c, derived))
-                    c.alive = False
-                else:
-                    c.add(8, "rehydration", "allow", "lineage",
-                          "no compact memory derived; shown as a reference")
-                    c.rendering = "reference"
-        elif c.kind == "tool_call" and ix.call_state(c.row, at) == "succeeded":
-            arts = ix.arts_by_call.get(c.rid, [])
-            c.add(8, "rehydration", "deny", "redundant",
-                  f"result carried by {', '.join(arts) or 'its artifact'}")
-
-    # 9 recovery protection
-    protected_states = set(policy.recovery.protected_states)
-    for c in live():
-        if c.kind == "skill_state":
-            c.add(9, "recovery", "allow", "skill_active",
-                  "skills: " + ", ".join(c.row["loaded_skills"] or []))
-            c.rendering = "summary"
-        elif c.kind == "checkpoint":
-            c.add(9, "recovery", "allow", "checkpoint_restore", f"{c.row['kind']} checkpoint restored")
-            c.rendering = "summary"
-        elif c.kind in ("tool_call", "tool_artifact"):
-            if c.kind == "tool_call":
-                state, tool, retryable = ix.call_state(c.row, at), c.row["tool_name"], bool(c.row["retryable"])
-            else:
-                state, tool, retryable = ix.artifact_call_state(c.row, at)
-            if state in protected_states:
-                extra = ", retryable" if retryable else ""
-                c.add(9, "recovery", "protect", "recovery_protected",
-                      f"unresolved {tool} call ({state}{extra})")
-                c.rendering = "verbatim"
-                c.protected = True
-            elif c.kind == "tool_call" or c.row["status"] != "succeeded":
-                c.add(9, "recovery", "deny", "redundant", f"{tool} call {state}; nothing left to recover")
-
-    # 10 window
-    msgs = sorted((c for c in live() if c.kind == "message"),
-                  key=lambda c: (c.created, c.rid), reverse=True)
-    limit = policy.window.max_messages
-    for i, c in enumerate(msgs):
-        if i >= limit:
-            c.add(10, "window", "deny", "outside_window", f"older than the last {limit} messages")
-            continue
-        m = c.row
-        if (req.runtime_kind == "autonomous_discussion" and m["role"] == "assistant"
-                and m["participant_id"] != me):
-            c.add(10, "window", "allow", "speaker_context",
-                  f"said by {m['speaker_label'] or m['participant_id']}")
-        elif c.branch == branch:
-            c.add(10, "window", "allow", "in_window", f"message {i + 1} of the last {limit}")
-        else:
-            c.add(10, "window", "allow", "lineage", f"inherited from {c.branch}")
-        c.rendering = "verbatim"
-
-    # 11 budget (the rule's one home: replay.policy.effective_budget)
-    available = effective_budget(policy, req.context_limit).available
-    rank = {k: i for i, k in enumerate(policy.ranking.order)}
-
-    def shown(c: _Cand) -> int:
-        # what the model receives: the rendering's text, counted as replay.render defines
-        # (a marker's or reference's words, read off the decision that rendered it)
-        if c.rendering not in WRAPPERS:
-            return c.tokens
-        row = c.row
-        return rendering_tokens({
-            "rendering": c.rendering, "record_id": c.rid, "detail": c.decisions[-1][4],
-            "observed_at": row.get("observed_at"), "stale_after": row.get("stale_after"),
-            "revalidation_tools": row.get("revalidation_tools"), "sha256": row.get("sha256"),
-            "content": row.get("result_preview")}, c.tokens)
-
-    used = sum(shown(c) for c in live() if c.protected)
-    if used > available:
-        for c in live():
-            if c.protected:
-                step, fam, out, reason, detail = c.decisions[-1]
-                c.decisions[-1] = (step, fam, out, reason,
-                                   f"{detail}; kept although over budget by {used - available} tokens")
-
-    def order(c: _Cand) -> tuple[Any, ...]:
-        key = "exact_evidence" if c.rendering == "rehydrated_raw" else c.kind
-        conf = -float(c.row["confidence"]) if c.kind == "tool_memory" else 0.0
-        return (rank.get(key, len(rank)), conf, -c.created.timestamp(), c.rid)
-
-    cut: _Cand | None = None  # the newest message that did not fit: every older one goes too
-    for c in sorted((c for c in live() if not c.protected), key=order):
-        if c.rendering is None:
-            c.rendering = "compact_memory" if c.kind == "tool_memory" else "verbatim"
-        t = shown(c)
-        if c.kind == "message" and cut is not None:
-            c.add(11, "budget", "deny", "over_budget",
-                  f"older than {cut.rid}, which did not fit; the history keeps no holes")
-        elif used + t <= available:
-            used += t
-        else:
-            c.add(11, "budget", "deny", "over_budget", f"over budget by {used + t - available} tokens")
-            if c.kind == "message":
-                cut = c
-
-    # raw artifacts with a derived memory: replaced only by a memory that is in the prompt;
-    # otherwise shown as a reference on their own, if they fit in what the budget has left
-    for c, derived in replaceable:
-        shown_mems = [m for m in derived if mem_cands.get(m) is not None and mem_cands[m].alive]
-        if shown_mems:
-            c.add(8, "rehydration", "replace", "raw_replaced_by_memory",
-                  f"replaced by compact memory {shown_mems[0]}")
-            continue
-        first = mem_cands.get(derived[0])
-        why = first.decisions[-1][3] if first is not None and first.decisions else "not a candidate"
-        c.alive = True
-        c.add(8, "rehydration", "allow", "lineage",
-              f"its compact memory {derived[0]} is not in the prompt ({why}); shown as a reference")
-        c.rendering = "reference"
-        t = shown(c)
-        if used + t <= available:
-            used += t
-        else:
-            c.add(11, "budget", "deny", "over_budget", f"over budget by {used + t - available} tokens")
-
-    # final rows: one per candidate, its last decision
+def _finish(run: _Run, assembler: str) -> Assembly:
+    """The final rows (one per candidate, its last decision) and the decision chain."""
+    req, cands = run.req, run.cands
     included = sorted((c for c in cands if c.alive), key=lambda c: (KIND_ORDER[c.kind], c.created, c.rid))
     pos = {id(c): i for i, c in enumerate(included)}
     records: list[dict[str, Any]] = []
@@ -744,45 +476,8 @@ def _assemble(snapshot: Snapshot, req: Request, policy: Policy, assembler: str,
         "step": step, "record_kind": kind, "record_id": rid, "policy_family": d[1],
         "outcome": d[2], "reason_code": d[3], "detail": d[4]}
         for i, (step, kind, rid, d) in enumerate(chains, 1)]
-    return Assembly.from_rows(req.assembly_id, policy.version, assembler, records, decisions,
-                              baseline_tokens, baseline_messages)
-
-
-def _hidden_supersession(live_mems: dict[str, _Cand], ix: _Index, mem_cands: dict[str, _Cand],
-                         policy: Policy) -> None:
-    """A live memory whose replacement exists but is hidden from this request (private,
-    audit-only, owner unknown, blocked for the provider) is not shown as a current fact:
-    it becomes a stale marker (stale_action mark) or is omitted as superseded."""
-    for c in sorted(live_mems.values(), key=lambda c: c.rid):
-        if not c.alive:
-            continue
-        hidden = []
-        for n in ix.replaced_by.get(c.rid, []):
-            other = mem_cands.get(n)
-            if n == c.rid or other is None or other.alive or not other.decisions:
-                continue
-            step, _fam, _out, reason, _detail = other.decisions[-1]
-            if step in HIDING_STEPS:
-                hidden.append((n, reason))
-        if not hidden:
-            continue
-        n, reason = hidden[0]
-        why = f"superseded by {n}, which this request may not see ({reason})"
-        if policy.freshness.stale_action == "mark":
-            tools = ", ".join(c.row["revalidation_tools"] or []) or "its source tool"
-            c.add(6, "contradiction", "mark", "stale_marker", f"{why}; revalidate with {tools}")
-            c.rendering = "stale_marker"
-        else:
-            c.add(6, "contradiction", "deny", "superseded", why)
-
-
-def _promote(c: _Cand, chain: list[dict[str, Any]], mode: str) -> None:
-    """Promotion of a subagent's record through each run of its chain
-    (``replay.visibility.promotion_decision``)."""
-    decision, enters = promotion_decision(c.kind, c.row, chain, mode)
-    c.add(*decision)
-    if enters:
-        c.rendering = c.rendering or "compact_memory"
+    return Assembly.from_rows(req.assembly_id, run.policy.version, assembler, records, decisions,
+                              run.baseline_tokens, run.baseline_messages)
 
 
 # --------------------------------------------------------------------------- plugins

@@ -1,7 +1,9 @@
 """The reference assembler's eleven stages over every request of a chunk at once.
 
-(The longest module, on purpose: it is the oracle's counterpart, stage for stage, and the
-differential test holds the two together; read beside ``replay/assembler.py``, one file each.)
+This module keeps the sources, the expansion, the budget pass and the finish; stages 1-10
+are each family's ``columnar`` step in ``replay/rules/`` (beside its reference step), run
+over ``Rows`` in ``replay.rules.STAGES`` order. tests/unit/test_rules_families.py holds the
+two forms equal family by family.
 
 ``replay_columnar(graphs, requests, policies)`` gives, for every request, exactly what
 ``replay.assembler.assemble`` gives for it (decision, rendering, position, policy_family,
@@ -65,47 +67,33 @@ from ingest.sql import registered, scratch_connection
 from .policy import Policy, effective_budgets
 from .render import (SUMMARY_LENGTH, reference_length, revalidation_hint_length,
                      stale_marker_length, tokens_for_length)
+from .rules import POLICY_FAMILIES, REASONS, STAGES, policy_settings
+from .rules import rehydration
+from .rules._kit import K_ART, K_CALL, K_CKPT, K_MEM, K_MSG, K_SKILL, KINDS, SCOPES, STATES
+from .rules._kit import greedy as _greedy
+from .rules._kit import groups as _groups
+from .rules._kit import mask as _mask
+from .rules.branch import LINEAGE_SQL as _LINEAGE_SQL
+from .rules.budget import RANK_KEYS, call_tokens_sql
+from .rules.privacy import provider_rules
+from .rules.visibility import CHILD_SQL as _CHILD_SQL
 from .snapshot import GRAPH_TABLES, Snapshot
-from .visibility import HIDING_STEPS
 
 __all__ = ["ColumnarFacts", "ColumnarResult", "columnar_facts", "graphs_from_snapshots", "replay_columnar",
-           "selection_hashes"]
+           "Rows", "selection_hashes"]
 
-# kinds in (record_kind) string order, as the oracle sorts its candidates
-KINDS = ("checkpoint", "message", "skill_state", "tool_artifact", "tool_call", "tool_memory")
-K_CKPT, K_MSG, K_SKILL, K_ART, K_CALL, K_MEM = range(6)
 PROMPT_ORDER = np.array([0, 3, 1, 5, 4, 2])  # KIND_ORDER of replay.assembler, by kind code
 
-SCOPES = ENUMS["visibility_scope"]
 PRIVACY = ENUMS["privacy_class"]
 RETENTION = ENUMS["retention_class"]
 FRESH = ENUMS["freshness_class"]
-STATES = ("pending", "failed", "deferred", "succeeded", "resolved")
-ST_SUCCEEDED = STATES.index("succeeded")
-S_AUDIT, S_PRIVATE, S_CONV = (SCOPES.index(s) for s in ("audit_only", "participant_private",
-                                                         "conversation"))
-RANK_KEYS = ("checkpoint", "skill_state", "exact_evidence", "message", "tool_memory",
-             "tool_artifact", "tool_call")
 KIND_RANK_KEY = np.array([RANK_KEYS.index(k) for k in KINDS])
 RK_EXACT = RANK_KEYS.index("exact_evidence")
 
-FAMILIES = ("window", "retention", "branch", "visibility", "ownership", "privacy",
-            "contradiction", "freshness", "promotion", "rehydration", "recovery", "budget")
-REASONS = ("not_yet_created", "retention_removed", "conversation_shared", "sibling_branch",
-           "audit_only", "owner_unknown", "participant_private", "privacy_restricted",
-           "provider_restricted", "superseded", "conflict_both_sides", "stale_marker",
-           "broken_provenance", "stale", "compact_memory", "child_not_promoted",
-           "promoted_child_output", "rehydrated_exact", "byte_budget_exceeded", "lineage",
-           "redundant", "skill_active", "checkpoint_restore", "recovery_protected",
-           "outside_window", "speaker_context", "in_window", "over_budget",
-           "raw_replaced_by_memory")
 RENDERINGS = ENUMS["rendering"]
-F = {name: i for i, name in enumerate(FAMILIES)}
+F = {name: i for i, name in enumerate(POLICY_FAMILIES)}
 R = {name: i for i, name in enumerate(REASONS)}
 RD = {name: i for i, name in enumerate(RENDERINGS)}
-
-_US_PER_HOUR = 3_600_000_000
-
 
 def _code(column: str, values: Sequence[str]) -> str:
     """SQL: the index of ``column`` in ``values`` (-1 for anything else, null included)."""
@@ -155,7 +143,7 @@ pool AS (
     FROM g_messages
     UNION ALL BY NAME
     SELECT cid, 'tool_call' AS kind, tool_call_id AS rid, req_us AS enter_us,
-           req_us AS created_us, 12 + coalesce(length(arguments_json), 0) // 4 AS tokens,
+           req_us AS created_us, {call_tokens_sql('arguments_json')} AS tokens,
            run_branch AS branch, model_run_id AS orun, 'participant_private' AS scope,
            status AS cstatus, done_us, fix_us, true AS has_call
     FROM callx
@@ -245,53 +233,6 @@ LEFT JOIN g t ON t.cid = q.cid AND t.seg = 3
 ORDER BY q.a
 """
 
-# the lineage of each requesting branch: each branch with the cut-off after which its
-# records are not inherited (null for the requesting branch itself)
-_LINEAGE_SQL = """
-WITH RECURSIVE
-br AS (SELECT graph_conversation_id AS cid, branch_id, parent_branch_id, fork_message_id,
-              epoch_us(created_at) AS created_us FROM g_branches),
-nbr AS (SELECT cid, count(*) AS n FROM br GROUP BY cid),
-msgs AS (SELECT graph_conversation_id AS cid, message_id, epoch_us(created_at) AS created_us
-         FROM g_messages),
-walk(cid, start, branch, cutoff, d) AS (
-    SELECT DISTINCT cid, branch, branch, NULL::BIGINT, 0 FROM req
-    UNION ALL
-    SELECT l.cid, l.start, b.parent_branch_id,
-           CASE WHEN l.cutoff IS NULL OR coalesce(f.created_us, b.created_us) < l.cutoff
-                THEN coalesce(f.created_us, b.created_us) ELSE l.cutoff END,
-           l.d + 1
-    FROM walk l
-    JOIN br b ON b.cid = l.cid AND b.branch_id = l.branch
-    JOIN br p ON p.cid = b.cid AND p.branch_id = b.parent_branch_id
-    LEFT JOIN msgs f ON f.cid = b.cid AND f.message_id = b.fork_message_id
-    JOIN nbr ON nbr.cid = l.cid
-    WHERE l.d <= nbr.n)
-SELECT cid, start, branch, cutoff FROM walk
-QUALIFY row_number() OVER (PARTITION BY cid, start, branch ORDER BY d) = 1
-"""
-
-# subagent chains: run r0 (a subagent child) up through its parents while they are
-# subagent children; its depth below a participant is the first level that participant runs
-_CHILD_SQL = """
-WITH RECURSIVE
-runs AS (SELECT graph_conversation_id AS cid, model_run_id, participant_id, runtime_kind,
-                parent_model_run_id FROM g_model_runs),
-nruns AS (SELECT cid, count(*) AS n FROM runs GROUP BY cid),
-anc(cid, start, cur, d) AS (
-    SELECT cid, model_run_id, model_run_id, 0 FROM runs WHERE runtime_kind = 'subagent_child'
-    UNION ALL
-    SELECT a.cid, a.start, r.parent_model_run_id, a.d + 1
-    FROM anc a
-    JOIN runs r ON r.cid = a.cid AND r.model_run_id = a.cur AND r.runtime_kind = 'subagent_child'
-    JOIN runs p ON p.cid = r.cid AND p.model_run_id = r.parent_model_run_id
-    JOIN nruns ON nruns.cid = a.cid
-    WHERE a.d <= nruns.n)
-SELECT a.cid, a.start, p.participant_id AS who, min(a.d) AS depth
-FROM anc a JOIN runs p ON p.cid = a.cid AND p.model_run_id = a.cur
-WHERE a.d >= 1 GROUP BY ALL
-"""
-
 # exact evidence: (request, source artifact) pairs
 _EXACT_SQL = """
 SELECT q.a, s.src FROM (SELECT a, cid, unnest(exact) AS rid FROM req) q
@@ -333,93 +274,6 @@ class ColumnarResult:
 
     records: pa.Table
     assemblies: pa.Table
-
-
-def _policy_tables(policies: list[Policy]) -> dict[str, np.ndarray]:
-    """Per-policy settings as arrays indexed by policy number (and by an enum code, with a
-    last column standing for any code not in the enum)."""
-    def table(values: Sequence[str], pick: Any) -> np.ndarray:
-        out = np.zeros((len(policies), len(values) + 1), dtype=bool)
-        for i, p in enumerate(policies):
-            chosen = set(pick(p))
-            out[i, :len(values)] = [v in chosen for v in values]
-        return out
-
-    windows = np.full((len(policies), len(FRESH) + 1), -1, dtype=np.int64)
-    ranks = np.zeros((len(policies), len(RANK_KEYS)), dtype=np.int64)
-    for i, p in enumerate(policies):
-        for j, cls in enumerate(FRESH):
-            w = p.freshness.window(cls)
-            windows[i, j] = -1 if w is None else w * _US_PER_HOUR
-        order = {k: n for n, k in enumerate(p.ranking.order)}
-        ranks[i] = [order.get(k, len(order)) for k in RANK_KEYS]
-
-    def col(get: Any, dtype: Any = bool) -> np.ndarray:
-        return np.array([get(p) for p in policies], dtype=dtype)
-
-    return {
-        "removed": table(RETENTION, lambda p: p.retention.removed_classes),
-        "raw_blocked": table(PRIVACY, lambda p: p.privacy.raw_blocked_classes),
-        "protected": table(STATES, lambda p: p.recovery.protected_states),
-        "windows": windows,
-        "ranks": ranks,
-        "lineage_only": col(lambda p: p.branch.lineage_only),
-        "shared_fill": col(lambda p: p.branch.shared_fill),
-        "audit_excluded": col(lambda p: p.visibility.audit_only_excluded),
-        "isolation": col(lambda p: p.ownership.participant_isolation),
-        "omit_obsolete": col(lambda p: p.contradiction.supersession == "omit_obsolete"),
-        "both_sides": col(lambda p: p.contradiction.show_both_sides),
-        "stale_mark": col(lambda p: p.freshness.stale_action == "mark"),
-        "broken_mark": col(lambda p: p.freshness.broken_provenance == "mark"),
-        "promotion": col(lambda p: ("auto", "explicit", "never").index(p.ownership.child_promotion),
-                         np.int64),
-        "byte_budget": col(lambda p: p.rehydration.byte_budget, np.int64),
-        "exact_trigger": col(lambda p: p.rehydration.trigger == "exact_evidence"),
-        "max_messages": col(lambda p: p.window.max_messages, np.int64),
-        "token_budget": col(lambda p: p.budget.token_budget, np.int64),
-        "reserve": col(lambda p: p.budget.reserve_tokens, np.int64),
-    }
-
-
-def _groups(a: np.ndarray, order: np.ndarray, n_assemblies: int) -> tuple[np.ndarray, np.ndarray]:
-    """For rows ``order`` (sorted by assembly first): each row's rank within its assembly,
-    and each assembly's row count."""
-    counts = np.bincount(a[order], minlength=n_assemblies)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rank = np.arange(len(order)) - np.repeat(starts, counts)
-    return rank, counts
-
-
-def _greedy(a: np.ndarray, order: np.ndarray, size: np.ndarray, used: np.ndarray,
-            cap: np.ndarray, cut_kind: np.ndarray | None = None) -> np.ndarray:
-    """A sequential "take what fits, skip what does not" per assembly, over rows ``order``
-    (each assembly's rows in its own ranking order), for all assemblies at once: one numpy
-    step per rank. ``used`` (per assembly) is updated in place. With ``cut_kind``, once a
-    row of that kind does not fit, every later row of that kind is refused as well (the
-    history keeps no holes). Returns whether each row of ``order`` fits."""
-    n_a = len(used)
-    fits = np.zeros(len(order), dtype=bool)
-    if not len(order):
-        return fits
-    rank, counts = _groups(a, order, n_a)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    by_size = np.argsort(-counts, kind="stable")
-    sizes = counts[by_size]
-    cut = np.zeros(n_a, dtype=bool)
-    for k in range(int(sizes[0])):
-        groups = by_size[:int(np.searchsorted(-sizes, -k, side="left"))]  # sizes > k
-        pos = starts[groups] + k
-        rows = order[pos]
-        t = size[rows]
-        ok = used[groups] + t <= cap[groups]
-        if cut_kind is not None:
-            is_cut = cut_kind[rows]
-            blocked = is_cut & cut[groups]
-            ok &= ~blocked
-            cut[groups[is_cut & ~ok & ~blocked]] = True
-        used[groups[ok]] += t[ok]
-        fits[pos] = ok
-    return fits
 
 
 @dataclass
@@ -504,11 +358,11 @@ def replay_columnar(graphs: dict[str, pa.Table], requests: pa.Table,
             distinct[id(p)] = len(pol_list)
             pol_list.append(p)
         pidx_req[i] = distinct[id(p)]
-    P = _policy_tables(pol_list)
+    P = policy_settings(pol_list)
     pidx = pidx_req[f.by_id]
     A = {
         "pidx": pidx, "at": f.at_us,
-        "blocked_here": _provider_rules(pol_list, pidx, f.req_a.column("provider")),
+        "blocked_here": provider_rules(pol_list, pidx, f.req_a.column("provider"), _Codes),
         "autonomous": f.autonomous, "has_limit": f.has_limit, "limit": f.limit,
     }
     return _stages(f.cand, f.edges, f.req_a.column("assembly_id"), f.a_of_req, P, A)
@@ -583,6 +437,50 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
     cutoff = cutoffs[pos] if len(cutoffs) else np.zeros(len(pos), np.int64)
     on = own | (found & (created <= cutoff))
 
+    who = _people(src, req, children, srcidx, a, conv, convs)
+
+    exact_keys = np.sort(_ints(exact.column("a"), 0) * src.num_rows + _ints(exact.column("src"), 0))
+    is_exact, _ = _lookup(a * src.num_rows + srcidx, exact_keys)
+
+    # a call's state at the request's time (an artifact without its call: its own status)
+    at = at_us[a]
+    never = np.iinfo(np.int64).max
+    cstatus = col("cstatus", -1)
+    open_ = col("done_us", never) > at
+    state = np.where(open_, np.where(cstatus == STATES.index("deferred"), STATES.index("deferred"),
+                                     STATES.index("pending")),
+                     np.where(cstatus == STATES.index("failed"),
+                              np.where(col("fix_us", never) <= at, STATES.index("resolved"),
+                                       STATES.index("failed")),
+                              cstatus))
+    state = np.where(col("has_call", False), state, col("astatus", -1))
+
+    return {
+        "a": a, "src": srcidx, "k": k, "created_us": created, "tokens": col("tokens"),
+        "on_lineage": on, "same_branch": own | (b_src == b_req),
+        "scope": col("scope", -1).astype(np.int64), **who,
+        "privacy": col("privacy", -1).astype(np.int64),
+        "retention": col("retention", -1).astype(np.int64),
+        "settled": col("settled", False), "byte_size": col("byte_size"), "exact": is_exact,
+        "state": state.astype(np.int64), "conf": col("conf", 0.0),
+        "fclass": col("fclass", -1).astype(np.int64), "age_us": at - col("obs_us", 0),
+        "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
+        "missing": col("missing", False), "assistant": col("assistant", False),
+        "obs_us": col("obs_us", 0), "obs_valid": _valid(src.column("obs_us"))[srcidx],
+        "stale_after_us": col("stale_after_us", 0),
+        "stale_after_valid": _valid(src.column("stale_after_us"))[srcidx],
+        "tools_chars": col("tools_chars"), "id_chars": col("id_chars"),
+        "sha_chars": col("sha_chars"), "preview_chars": col("preview_chars"),
+        **{name: rank[srcidx] for name, rank in _source_orders(src).items()},
+        "n_src": src.num_rows,
+        "kind": src.column("kind"), "rid": src.column("rid"),
+    }
+
+
+def _people(src: pa.Table, req: pa.Table, children: pa.Table, srcidx: np.ndarray,
+            a: np.ndarray, conv: np.ndarray, convs: "_Codes") -> dict[str, np.ndarray]:
+    """Who each candidate row is to its requester: no resolved owner, owned by them, shared
+    with them, said by them, and its subagent depth below them (0: not a subagent's)."""
     shared = src.column("shared")
     people = _Codes(src.column("owner"), src.column("mpart"), src.column("orun_part"),
                     req.column("participant_id"), children.column("who"),
@@ -608,44 +506,9 @@ def _expand(src: pa.Table, ranges: pa.Table, lineage: pa.Table, children: pa.Tab
     depth = np.where(hit & (orun >= 0) & (people(src.column("orun_part"))[srcidx] != me),
                      depths[cpos], 0)
 
-    exact_keys = np.sort(_ints(exact.column("a"), 0) * src.num_rows + _ints(exact.column("src"), 0))
-    is_exact, _ = _lookup(a * src.num_rows + srcidx, exact_keys)
-
-    # a call's state at the request's time (an artifact without its call: its own status)
-    at = at_us[a]
-    never = np.iinfo(np.int64).max
-    cstatus = col("cstatus", -1)
-    open_ = col("done_us", never) > at
-    state = np.where(open_, np.where(cstatus == STATES.index("deferred"), STATES.index("deferred"),
-                                     STATES.index("pending")),
-                     np.where(cstatus == STATES.index("failed"),
-                              np.where(col("fix_us", never) <= at, STATES.index("resolved"),
-                                       STATES.index("failed")),
-                              cstatus))
-    state = np.where(col("has_call", False), state, col("astatus", -1))
-
-    return {
-        "a": a, "src": srcidx, "k": k, "created_us": created, "tokens": col("tokens"),
-        "on_lineage": on, "same_branch": own | (b_src == b_req),
-        "scope": col("scope", -1).astype(np.int64), "owner_null": owner < 0,
-        "owner_me": (owner >= 0) & (owner == me), "shared_me": shared_me, "depth": depth,
-        "privacy": col("privacy", -1).astype(np.int64),
-        "retention": col("retention", -1).astype(np.int64),
-        "settled": col("settled", False), "byte_size": col("byte_size"), "exact": is_exact,
-        "state": state.astype(np.int64), "conf": col("conf", 0.0),
-        "fclass": col("fclass", -1).astype(np.int64), "age_us": at - col("obs_us", 0),
-        "promo": col("promo", -1).astype(np.int64), "promoted": col("promoted", False),
-        "missing": col("missing", False), "assistant": col("assistant", False),
-        "obs_us": col("obs_us", 0), "obs_valid": _valid(src.column("obs_us"))[srcidx],
-        "stale_after_us": col("stale_after_us", 0),
-        "stale_after_valid": _valid(src.column("stale_after_us"))[srcidx],
-        "tools_chars": col("tools_chars"), "id_chars": col("id_chars"),
-        "sha_chars": col("sha_chars"), "preview_chars": col("preview_chars"),
-        "said_by_me": people(src.column("mpart"))[srcidx] == me,
-        **{name: rank[srcidx] for name, rank in _source_orders(src).items()},
-        "n_src": src.num_rows,
-        "kind": src.column("kind"), "rid": src.column("rid"),
-    }
+    return {"owner_null": owner < 0, "owner_me": (owner >= 0) & (owner == me),
+            "shared_me": shared_me, "depth": depth,
+            "said_by_me": people(src.column("mpart"))[srcidx] == me}
 
 
 def _row_edges(x: np.ndarray, y: np.ndarray, a: np.ndarray, srcidx: np.ndarray,
@@ -671,215 +534,104 @@ def _row_edges(x: np.ndarray, y: np.ndarray, a: np.ndarray, srcidx: np.ndarray,
     return rep[found], pos[found]
 
 
-def _provider_rules(policies: list[Policy], pidx: np.ndarray, providers: Any) -> np.ndarray:
-    """Per assembly, the privacy classes its policy blocks for its provider (the policy
-    matches the provider's name in any case, so each distinct name is asked once)."""
-    named = pc.fill_null(providers, "")
-    names = pa.array(pc.unique(named).to_pylist(), pa.string())
-    codes = _Codes(names)
-    table = np.zeros((max(len(policies), 1) * codes.size, len(PRIVACY) + 1), dtype=bool)
-    for pi, policy in enumerate(policies):
-        for name, code in zip(names.to_pylist(), codes(names).tolist()):
-            rule = policy.privacy.rule_for(name)
-            if rule is not None:
-                blocked = set(rule.blocked_classes)
-                table[pi * codes.size + code, :len(PRIVACY)] = [v in blocked for v in PRIVACY]
-    return table[pidx * codes.size + codes(named)]
+class Rows:
+    """One chunk's candidate rows (``_expand``) while the stages run: each row's last
+    decision (step, family, reason), whether it is alive, its rendering; the policy
+    settings ``P`` (per policy number) and per-assembly arrays ``A``; and what one family's
+    step leaves for a later one (``child``, ``depth``, ``waiting``, ``protected``, the
+    baseline)."""
+
+    def __init__(self, cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
+                 n_a: int, P: dict[str, np.ndarray], A: dict[str, np.ndarray]) -> None:
+        self.cand, self.edges, self.P, self.A = cand, edges, P, A
+        self.n = n = len(cand["a"])
+        self.n_a = n_a
+        self.a = cand["a"]
+        k = self.k = cand["k"]
+        self.pol = A["pidx"][self.a] if n else np.zeros(0, np.int64)
+        self.created = cand["created_us"]
+        self.tokens = cand["tokens"].astype(np.int64)
+        self.is_msg, self.is_call, self.is_art = (k == K_MSG), (k == K_CALL), (k == K_ART)
+        self.is_mem, self.is_skill, self.is_ckpt = (k == K_MEM), (k == K_SKILL), (k == K_CKPT)
+        self.alive = np.ones(n, dtype=bool)
+        self.step = np.zeros(n, dtype=np.int8)
+        self.fam = np.zeros(n, dtype=np.int8)
+        self.reason = np.zeros(n, dtype=np.int8)
+        self.rend = np.full(n, -1, dtype=np.int8)
+        none = np.zeros(n, dtype=bool)
+        self.baseline_tokens = np.zeros(n_a, dtype=np.int64)
+        self.child, self.waiting, self.protected = none, none, none
+        self.depth = np.zeros(n, dtype=np.int64)
+
+    def add(self, mask: np.ndarray, st: int, family: str, code: str, deny: bool) -> None:
+        """Record one decision on the rows of ``mask`` (a deny takes them out)."""
+        self.step[mask] = st
+        self.fam[mask] = F[family]
+        self.reason[mask] = R[code]
+        if deny:
+            self.alive[mask] = False
+
+    def render(self, mask: np.ndarray, rendering: str) -> None:
+        self.rend[mask] = RD[rendering]
+
+    def unrendered(self) -> np.ndarray:
+        return self.rend < 0
+
+    def any_edge(self, src: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        """Rows that are the source of at least one link where ``ok``."""
+        out = np.zeros(self.n, dtype=bool)
+        out[src[ok]] = True
+        return out
 
 
 def _stages(cand: dict[str, Any], edges: list[tuple[np.ndarray, np.ndarray]],
             ids: pa.ChunkedArray, a_of_req: np.ndarray, P: dict[str, np.ndarray],
             A: dict[str, np.ndarray]) -> ColumnarResult:
-    """The eleven stages over the candidate rows (``_expand``); ``A``: per-assembly arrays."""
-    pidx, at_us, blocked_here, autonomous = A["pidx"], A["at"], A["blocked_here"], A["autonomous"]
-    has_limit, limit = A["has_limit"], A["limit"]
-    n = len(cand["a"])
-    n_a = len(ids)
-    a = cand["a"]
-    k = cand["k"]
-    created = cand["created_us"]
-    tokens = cand["tokens"].astype(np.int64)
-    scope = cand["scope"]
-    privacy = cand["privacy"]
-    state = cand["state"]
-    pol = pidx[a] if n else np.zeros(0, np.int64)
-    is_msg, is_call, is_art, is_mem = (k == K_MSG), (k == K_CALL), (k == K_ART), (k == K_MEM)
-    is_skill, is_ckpt = (k == K_SKILL), (k == K_CKPT)
+    """The eleven stages over the candidate rows (``_expand``); ``A``: per-assembly arrays.
+    Stages 1-10 are each family's columnar step (``replay.rules``); 11 is the budget pass."""
+    s = Rows(cand, edges, len(ids), P, A)
+    for _stage, _family, _reference, columnar in STAGES:
+        if columnar is not None:
+            columnar(s)
+    shown = _budget(s)
+    return _finish(cand, ids, a_of_req, s.a, s.tokens, s.alive, s.fam, s.reason,
+                   s.rend, shown, s.baseline_tokens)
 
-    alive = np.ones(n, dtype=bool)
-    step = np.zeros(n, dtype=np.int8)
-    fam = np.zeros(n, dtype=np.int8)
-    reason = np.zeros(n, dtype=np.int8)
-    rend = np.full(n, -1, dtype=np.int8)
 
-    def add(mask: np.ndarray, st: int, family: str, code: str, deny: bool) -> None:
-        step[mask] = st
-        fam[mask] = F[family]
-        reason[mask] = R[code]
-        if deny:
-            alive[mask] = False
-
-    (sup_src, sup_dst), (der_src, der_dst), (con_src, con_dst) = edges
-
-    def any_edge(src: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        out = np.zeros(n, dtype=bool)
-        out[src[ok]] = True
-        return out
-
-    # 1 not yet created
-    add(created > at_us[a], 1, "window", "not_yet_created", True)
-    # 2 retention
-    add(alive & is_art & P["removed"][pol, cand["retention"]], 2, "retention",
-        "retention_removed", True)
-    # 3 branch lineage, and the history-replay baseline
-    on = cand["on_lineage"]
-    base = on & (created <= at_us[a]) & (is_msg | is_call | is_art)
-    baseline_tokens = np.bincount(a[base], weights=tokens[base], minlength=n_a).astype(np.int64)
-    off = alive & ~on & P["lineage_only"][pol]
-    fill = off & is_mem & (scope == S_CONV) & P["shared_fill"][pol]
-    add(fill, 3, "branch", "conversation_shared", False)
-    add(off & ~fill, 3, "branch", "sibling_branch", True)
-    # 4 visibility and ownership
-    m4 = alive & ~(is_skill | is_ckpt)
-    audit = m4 & (scope == S_AUDIT) & P["audit_excluded"][pol]
-    add(audit, 4, "visibility", "audit_only", True)
-    m4 &= ~audit
-    unknown = m4 & (scope == S_PRIVATE) & cand["owner_null"]
-    add(unknown, 4, "ownership", "owner_unknown", True)
-    m4 &= ~unknown
-    depth = cand["depth"].astype(np.int64)
-    child = m4 & (depth > 0)
-    m4 &= ~child
-    add(m4 & (scope == S_PRIVATE) & ~cand["owner_me"] & ~cand["shared_me"]
-        & P["isolation"][pol], 4, "ownership", "participant_private", True)
-    # 5 privacy and provider
-    m5 = alive & (is_art | is_mem)
-    raw = m5 & is_art & P["raw_blocked"][pol, privacy]
-    add(raw, 5, "privacy", "privacy_restricted", True)
-    add(m5 & ~raw & blocked_here[a, privacy], 5, "privacy", "provider_restricted", True)
-    hidden45 = ~alive & np.isin(step, HIDING_STEPS)  # replay.visibility: hidden, not absent
-    # 6 contradiction and supersession
-    live_mem = alive & is_mem
-    superseded = any_edge(sup_src, live_mem[sup_src] & live_mem[sup_dst])
-    add(superseded & P["omit_obsolete"][pol], 6, "contradiction", "superseded", True)
-    conflict = con_src[alive[con_src] & alive[con_dst]]
-    both = P["both_sides"][pol[conflict]]
-    shown_both = np.zeros(n, dtype=bool)
-    shown_both[conflict[both]] = True
-    add(shown_both, 6, "contradiction", "conflict_both_sides", False)
-    weigh = np.unique(conflict[~both])
-    if len(weigh):
-        add(_mask(n, _outweighed(weigh, con_src, con_dst, a, alive, cand["confidence_rank"])),
-            6, "contradiction", "redundant", True)
-    hidden = alive & is_mem & any_edge(sup_src, hidden45[sup_dst])
-    mark = hidden & P["stale_mark"][pol]
-    add(mark, 6, "contradiction", "stale_marker", False)
-    rend[mark] = RD["stale_marker"]
-    add(hidden & ~mark, 6, "contradiction", "superseded", True)
-    # 7 freshness and provenance
-    m7 = alive & is_mem
-    broken = m7 & cand["missing"]
-    bmark = broken & P["broken_mark"][pol]
-    add(bmark, 7, "freshness", "stale_marker", False)
-    rend[bmark] = RD["revalidation_hint"]
-    add(broken & ~bmark, 7, "freshness", "broken_provenance", True)
-    m7 &= ~broken
-    window = P["windows"][pol, cand["fclass"].astype(np.int64)]
-    stale = m7 & (window >= 0) & (cand["age_us"] > window)
-    smark = stale & P["stale_mark"][pol]
-    add(smark, 7, "freshness", "stale_marker", False)
-    rend[smark] = RD["stale_marker"]
-    add(stale & ~smark, 7, "freshness", "stale", True)
-    add(m7 & ~stale & (step == 0), 7, "freshness", "compact_memory", False)
-    # 8 promotion and rehydration
-    live8 = alive.copy()
-    ch = live8 & child
-    mode = P["promotion"][pol]
-    ok = is_mem & (cand["promo"] != 2) & ((mode == 0) | ((mode == 1) & cand["promoted"]))
-    one_level_only = ch & ok & (mode == 1) & (depth > 1)
-    promoted = ch & ok & ~one_level_only
-    add(ch & ~promoted, 8, "promotion", "child_not_promoted", True)
-    add(promoted, 8, "promotion", "promoted_child_output", False)
-    rend[promoted & (rend < 0)] = RD["compact_memory"]
-    art8 = live8 & ~child & is_art
-    settled = cand["settled"]
-    exact = art8 & settled & cand["exact"] & P["exact_trigger"][pol]
-    ex_rows = np.flatnonzero(exact)  # in (assembly, id) order: the byte budget's order
-    byte_used = np.zeros(n_a, dtype=np.int64)
-    fit = _greedy(a, ex_rows, cand["byte_size"].astype(np.int64), byte_used,
-                  P["byte_budget"][pidx] if n_a else byte_used)
-    rehydrated = np.zeros(n, dtype=bool)
-    rehydrated[ex_rows[fit]] = True
-    add(rehydrated, 8, "rehydration", "rehydrated_exact", False)
-    rend[rehydrated] = RD["rehydrated_raw"]
-    add(exact & ~rehydrated, 8, "rehydration", "byte_budget_exceeded", True)
-    has_derived = any_edge(der_src, np.ones(len(der_src), dtype=bool))
-    waiting = art8 & settled & ~exact & has_derived
-    alive[waiting] = False
-    reference = art8 & settled & ~exact & ~has_derived
-    add(reference, 8, "rehydration", "lineage", False)
-    rend[reference] = RD["reference"]
-    add(live8 & ~child & is_call & (state == ST_SUCCEEDED), 8, "rehydration", "redundant", True)
-    # 9 recovery protection
-    m9 = alive.copy()
-    add(m9 & is_skill, 9, "recovery", "skill_active", False)
-    add(m9 & is_ckpt, 9, "recovery", "checkpoint_restore", False)
-    rend[m9 & (is_skill | is_ckpt)] = RD["summary"]
-    work = m9 & (is_call | is_art)
-    protected = work & P["protected"][pol, state]
-    add(protected, 9, "recovery", "recovery_protected", False)
-    rend[protected] = RD["verbatim"]
-    add(work & ~protected & (is_call | ~settled), 9, "recovery", "redundant", True)
-    # 10 window: the newest max_messages live messages
-    msg_rows = np.flatnonzero(alive & is_msg)
-    n_src = int(cand["n_src"])
-    if len(msg_rows):
-        order = msg_rows[np.argsort(a[msg_rows] * n_src + cand["newest_first"][msg_rows], kind="stable")]
-        rank, _ = _groups(a, order, n_a)
-        outside = rank >= P["max_messages"][pol[order]]
-        add(_mask(n, order[outside]), 10, "window", "outside_window", True)
-        inside = order[~outside]
-        speaker = autonomous[a[inside]] & cand["assistant"][inside] & ~cand["said_by_me"][inside]
-        same = cand["same_branch"][inside]
-        add(_mask(n, inside[speaker]), 10, "window", "speaker_context", False)
-        add(_mask(n, inside[~speaker & same]), 10, "window", "in_window", False)
-        add(_mask(n, inside[~speaker & ~same]), 10, "window", "lineage", False)
-        rend[inside] = RD["verbatim"]
-    # 11 budget (the rule's one home: replay.policy.effective_budgets)
+def _budget(s: Rows) -> np.ndarray:
+    """Stage 11 (``replay.rules.budget``) for every assembly at once: protected rows
+    first, then the ranking with "no holes" for messages, then the raw artifacts whose
+    memory did not make it into the prompt. Returns each row's tokens as rendered."""
+    cand, P, A, a, n, n_a = s.cand, s.P, s.A, s.a, s.n, s.n_a
+    pidx, alive, rend = A["pidx"], s.alive, s.rend
     budget = P["token_budget"][pidx] if n_a else np.zeros(0, np.int64)
-    _, available, _ = effective_budgets(budget, P["reserve"][pidx] if n_a else 0, limit, has_limit)
+    _, available, _ = effective_budgets(budget, P["reserve"][pidx] if n_a else 0, A["limit"],
+                                        A["has_limit"])
 
     def shown() -> np.ndarray:
-        return _rendered_tokens(cand, rend, step, reason, tokens, P["windows"], pol)
+        return _rendered_tokens(cand, rend, s.step, s.reason, s.tokens, P["windows"], s.pol)
 
-    keep = alive & protected
+    keep = alive & s.protected
     used = np.bincount(a[keep], weights=shown()[keep], minlength=n_a).astype(np.int64)
-    rest = alive & ~protected
-    rend[rest & (rend < 0)] = np.where(is_mem, RD["compact_memory"], RD["verbatim"])[rest & (rend < 0)]
+    rest = alive & ~s.protected
+    rend[rest & (rend < 0)] = np.where(s.is_mem, RD["compact_memory"], RD["verbatim"])[rest & (rend < 0)]
     rows = np.flatnonzero(rest)
     if len(rows):
-        key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[k])
-        keyrank = P["ranks"][pol, key]
+        n_src = int(cand["n_src"])
+        key = np.where(rend == RD["rehydrated_raw"], RK_EXACT, KIND_RANK_KEY[s.k])
+        keyrank = P["ranks"][s.pol, key]
         order = rows[np.argsort((a[rows] * (len(RANK_KEYS) + 1) + keyrank[rows]) * n_src
                                 + cand["ranking"][rows], kind="stable")]
-        fits = _greedy(a, order, shown(), used, available, cut_kind=is_msg)
-        add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
+        fits = _greedy(a, order, shown(), used, available, cut_kind=s.is_msg)
+        s.add(_mask(n, order[~fits]), 11, "budget", "over_budget", True)
     # raw artifacts with a derived memory: replaced only by a memory that is in the prompt,
     # else shown as a reference if what the budget has left allows
-    replaced = waiting & any_edge(der_src, alive[der_dst])
-    add(replaced, 8, "rehydration", "raw_replaced_by_memory", False)
-    alive[replaced] = False
-    late = np.flatnonzero(waiting & ~replaced)
+    late = rehydration.columnar_replaced(s)
     if len(late):
-        alive[late] = True
-        add(_mask(n, late), 8, "rehydration", "lineage", False)
-        rend[late] = RD["reference"]
         fits = _greedy(a, late, shown(), used, available)
-        add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
-    add(step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
-
-    return _finish(cand, ids, a_of_req, a, tokens, alive, fam, reason,
-                   rend, shown(), baseline_tokens)
+        s.add(_mask(n, late[~fits]), 11, "budget", "over_budget", True)
+    s.add(s.step == 0, 11, "budget", "redundant", True)  # the oracle's guard; no stage path leaves one
+    return shown()
 
 
 def _rendered_tokens(cand: dict[str, Any], rend: np.ndarray, step: np.ndarray, reason: np.ndarray,
@@ -916,42 +668,6 @@ def _rendered_tokens(cand: dict[str, Any], rend: np.ndarray, step: np.ndarray, r
 def _valid(column: Any) -> np.ndarray:
     """Where an Arrow column is not null."""
     return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _outweighed(rows: np.ndarray, src: np.ndarray, dst: np.ndarray, a: np.ndarray,
-                alive: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Conflicting memories without show_both_sides: in id order within each assembly, a
-    still-live memory is dropped when a still-live peer it conflicts with outweighs it
-    (higher confidence, then higher id). One drop changes the next comparison, so this
-    walks the k-th such memory of every assembly at once. ``rows``: the memories with a
-    live peer (sorted); ``alive`` is updated. Returns the rows dropped."""
-    order = np.argsort(src, kind="stable")
-    src, dst = src[order], dst[order]
-    first = np.searchsorted(src, rows, side="left")
-    count = np.searchsorted(src, rows, side="right") - first
-    rank, _ = _groups(a, rows, int(a.max()) + 1 if len(a) else 0)
-    dropped: list[np.ndarray] = []
-    for k in range(int(rank.max()) + 1):
-        now = np.flatnonzero((rank == k) & alive[rows])
-        if not len(now):
-            continue
-        c, n_edges = rows[now], count[now]
-        rep = np.repeat(np.arange(len(c)), n_edges)
-        peer = dst[np.repeat(first[now], n_edges) + np.arange(int(n_edges.sum()))
-                   - np.repeat(np.cumsum(n_edges) - n_edges, n_edges)]
-        best = np.full(len(c), -1, dtype=np.int64)
-        live = alive[peer]
-        np.maximum.at(best, rep[live], key[peer[live]])
-        out = c[best > key[c]]
-        alive[out] = False
-        dropped.append(out)
-    return np.concatenate(dropped) if dropped else np.zeros(0, dtype=np.int64)
-
-
-def _mask(n: int, rows: np.ndarray) -> np.ndarray:
-    out = np.zeros(n, dtype=bool)
-    out[rows] = True
-    return out
 
 
 def _source_orders(src: pa.Table) -> dict[str, Any]:
@@ -1024,7 +740,7 @@ def _finish(cand: dict[str, Any], ids: pa.ChunkedArray, a_of_req: np.ndarray, a:
         "decision": _strings(np.where(alive, 0, 1), ("included", "omitted")),
         "rendering": _strings(rend, RENDERINGS, alive),
         "position": pa.array(position, pa.int64(), mask=~alive),
-        "policy_family": _strings(fam, FAMILIES),
+        "policy_family": _strings(fam, POLICY_FAMILIES),
         "reason_code": _strings(reason, REASONS),
         "tokens": pa.array(final_tokens, pa.int64()),
     })

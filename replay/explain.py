@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .policy import is_runtime_version, runtime_rule
+from .rules import policy_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from .policy import EffectiveBudget, Policy
@@ -89,27 +90,9 @@ OMITTED_PHRASES = {
 }
 
 
-# The policy key that decides each reason: where to look (or what to change) in the policy.
-POLICY_KEYS = {
-    "outside_window": "window.max_messages",
-    "in_window": "window.max_messages",
-    "sibling_branch": "branch.lineage_only",
-    "conversation_shared": "branch.shared_fill",
-    "participant_private": "ownership.participant_isolation",
-    "child_not_promoted": "ownership.child_promotion",
-    "promoted_child_output": "ownership.child_promotion",
-    "audit_only": "visibility.audit_only_excluded",
-    "privacy_restricted": "privacy.raw_blocked_classes",
-    "superseded": "contradiction.supersession",
-    "conflict_both_sides": "contradiction.show_both_sides",
-    "broken_provenance": "freshness.broken_provenance",
-    "over_budget": "budget.token_budget",
-    "byte_budget_exceeded": "rehydration.byte_budget",
-    "rehydrated_exact": "rehydration.trigger",
-    "raw_replaced_by_memory": "rehydration.trigger",
-    "retention_removed": "retention.removed_classes",
-    "recovery_protected": "recovery.protected_states",
-}
+# The policy key that decides each reason: where to look (or what to change) in the policy;
+# each family declares its own (replay.rules).
+POLICY_KEYS = policy_keys()
 
 
 OBSERVED = "observed"  # the policy_version of a runtime's recorded request (transcripts)

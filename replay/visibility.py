@@ -29,6 +29,11 @@ import datetime as dt
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .rules import branch as _branch
+from .rules import privacy as _privacy
+from .rules import visibility as _visibility
+from .rules.visibility import HIDING_STEPS, owner_of, promotion_decision
+
 if TYPE_CHECKING:  # pragma: no cover
     from .assembler import _Index
     from .policy import Policy
@@ -37,10 +42,6 @@ __all__ = ["HIDING_STEPS", "RequestView", "VisibilityRules", "owner_of", "promot
 
 # (step, family, outcome, reason_code, detail): one PolicyDecision of a record
 Decision = tuple[int, str, str, str, str]
-
-# the stages that hide a record from this request (a record denied at stage 3 is not in its
-# history at all, and one created later not yet)
-HIDING_STEPS = (4, 5)
 
 
 @dataclass(frozen=True)
@@ -74,30 +75,6 @@ class VisibilityRules:
                        participant_isolation=True)
 
 
-def owner_of(ix: "_Index", kind: str, row: dict[str, Any]) -> tuple[str | None, str | None, str, list[str]]:
-    """(owner participant, owner run, visibility scope, shared_with) of a graph row.
-
-    A record without an owner participant is owned by the participant of its owner run; the
-    owner is None when neither resolves to a participant of the conversation. A tool call
-    is private to the participant of its run."""
-    if kind == "message":
-        owner, run, scope, shared = (row["participant_id"], row["model_run_id"],
-                                     row["visibility_scope"], [])
-    elif kind == "tool_artifact":
-        owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                     row["visibility_scope"], list(row["shared_with"] or []))
-    elif kind == "tool_memory":
-        owner, run, scope, shared = (row["owner_participant_id"], row["owner_model_run_id"],
-                                     row["visibility_scope"], [])
-    else:
-        owner, run, scope, shared = (None, row["model_run_id"], "participant_private", [])
-    if owner is None:
-        owner = (ix.runs.get(run or "") or {}).get("participant_id")
-    if owner not in ix.participants:
-        owner = None
-    return owner, run, scope, shared
-
-
 class RequestView:
     """One request's view of its conversation's graph under ``rules``."""
 
@@ -121,51 +98,23 @@ class RequestView:
         """The stage 3-5 decisions of a record (the last one a deny when it is absent or
         hidden) and its subagent chain ([] unless a run below the requester's owns it).
         ``on``: whether it lies on the lineage, when the caller knows already."""
-        rules = self.rules
         out: list[Decision] = []
         if on is None:
             on = self.on_lineage(branch, created)
-        # 3 branch lineage
-        if not on and rules.lineage_only:
-            if kind == "tool_memory" and row["visibility_scope"] == "conversation" and rules.shared_fill:
-                out.append((3, "branch", "allow", "conversation_shared",
-                            f"conversation-scoped memory from branch {branch}"))
-            else:
-                cut = self.lineage.get(branch)  # type: ignore[arg-type]
-                if cut is not None:
-                    out.append((3, "branch", "deny", "sibling_branch", f"on {branch} after the fork at {cut[1]}"))
-                else:
-                    out.append((3, "branch", "deny", "sibling_branch", f"sibling branch {branch}"))
+        d = _branch.decide(self, kind, row, branch, on)
+        if d is not None:
+            out.append(d)
+            if d[2] == "deny":
                 return out, []
         if kind in ("skill_state", "checkpoint"):  # the request's own run's: always its own
             return out, []
-        # 4 visibility and ownership
-        chain: list[dict[str, Any]] = []
-        owner, owner_run, scope, shared = owner_of(self.ix, kind, row)
-        if scope == "audit_only" and rules.audit_only_excluded:
-            out.append((4, "visibility", "deny", "audit_only", "audit-only record"))
+        d, chain = _visibility.decide(self, kind, row)
+        if d is not None:
+            out.append(d)
             return out, []
-        if scope == "participant_private" and owner is None:
-            # fail closed whatever the policy says: nobody can be shown to own it
-            out.append((4, "ownership", "deny", "owner_unknown",
-                        "participant-private, but its owner participant cannot be resolved"))
-            return out, []
-        chain = self.ix.child_chain(owner_run, self.me)
-        if (not chain and scope == "participant_private" and owner != self.me
-                and self.me not in shared and rules.participant_isolation):
-            out.append((4, "ownership", "deny", "participant_private", f"private to {owner}"))
-            return out, []
-        # 5 privacy and provider
-        if kind in ("tool_artifact", "tool_memory"):
-            cls = row["privacy_class"]
-            if kind == "tool_artifact" and cls in rules.raw_blocked:
-                out.append((5, "privacy", "deny", "privacy_restricted",
-                            f"raw {cls} body is never sent; a safe summary of it may be sent instead"))
-                return out, chain
-            if cls in rules.provider_blocked:
-                out.append((5, "privacy", "deny", "provider_restricted",
-                            f"{cls} data is not sent to {self.provider}"))
-                return out, chain
+        d = _privacy.decide(self, kind, row)
+        if d is not None:
+            out.append(d)
         return out, chain
 
     def sight(self, kind: str, row: dict[str, Any], branch: str | None,
@@ -176,24 +125,3 @@ class RequestView:
             step, _fam, _out, reason, _detail = decisions[-1]
             return ("hidden" if step in HIDING_STEPS else "absent"), reason
         return "visible", None
-
-
-def promotion_decision(kind: str, row: dict[str, Any], chain: list[dict[str, Any]],
-                       mode: str) -> tuple[Decision, bool]:
-    """Stage 8 for a record of a subagent run below the requester: (its decision, whether
-    it enters). Promotion runs through each run of its chain (owner run first): under
-    ``explicit`` a memory's ``promoted`` flag lifts it one level, to the run that spawned its
-    owner; reaching further up needs that run to promote it again (its own promoted memory),
-    so a grandchild's memory does not reach its grandparent."""
-    owner_run = chain[0]["model_run_id"]
-    path = " through ".join(r["model_run_id"] for r in chain)
-    ok = kind == "tool_memory" and row["promotion_policy"] != "never" and (
-        mode == "auto" or (mode == "explicit" and row["promoted"]))
-    if ok and mode == "explicit" and len(chain) > 1:
-        return (8, "promotion", "deny", "child_not_promoted",
-                f"output of run {owner_run}, promoted to {chain[1]['model_run_id']} only; "
-                f"not promoted further up to this run"), False
-    if ok:
-        return (8, "promotion", "allow", "promoted_child_output", f"promoted from child run {path}"), True
-    return (8, "promotion", "deny", "child_not_promoted",
-            f"output of child run {owner_run}, not promoted to the parent"), False
