@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replay.render import count_tokens
+from replay.rules.budget import call_tokens  # the budget family's one rule (re-exported here)
 
 UTC = dt.timezone.utc
 
@@ -23,11 +24,6 @@ def tokens_of(text: str) -> int:
     """The sample's token count of ``text``: the counter a replay counts a rendering's words
     with (``replay.render.count_tokens``), so a stale marker costs its memory plus its words."""
     return count_tokens(text)
-
-
-def call_tokens(arguments_json: str) -> int:
-    """Token cost of showing a tool call (tool_calls carry no content_tokens column)."""
-    return 12 + len(arguments_json) // 4
 
 
 @dataclass
