@@ -35,8 +35,10 @@ __all__ = ["AssemblyRows", "SPILL_ROWS", "scratch_beside"]
 
 # rows buffered in Python before they go to the scratch Parquet file as one record batch
 SPILL_ROWS = 100_000
-# DuckDB's memory for the end-of-transcript queries; it spills to the scratch folder beyond
-QUERY_MEMORY = "400MB"
+# DuckDB's memory for the end-of-transcript queries (joins and aggregates over every row);
+# it spills to the scratch folder beyond. Held low: the store load that follows in the same
+# process has its own cap (loadtables.LOAD_MEMORY), and the two add up in one peak
+QUERY_MEMORY = "128MB"
 # rows per record batch streamed into the export
 BATCH_ROWS = 256_000
 
@@ -146,6 +148,9 @@ class AssemblyRows:
             con = session(duckdb.connect())  # no progress bar on stdout, times in UTC
             con.execute(f"SET memory_limit = '{QUERY_MEMORY}'")
             con.execute("SET temp_directory = ?", [str(self.folder / "duckdb")])
+            # every query here aggregates, or orders its rows itself (ORDER BY seq): the
+            # order of a scan need not be kept, which spares DuckDB buffering to keep it
+            con.execute("SET preserve_insertion_order = false")
             path = str(self.folder / "rows.parquet").replace("'", "''")
             con.execute(f"CREATE VIEW rec AS SELECT * FROM read_parquet('{path}')")
             # the rows with their counts as written: calibration scales them (``scale``)

@@ -649,6 +649,14 @@ def _first_prompt(lines: list[tuple[int, Any]]) -> str:
 def adapt_claude_code(
     path: Path, out_dir: Path, estimator: TokenEstimator | None = None
 ) -> AdaptResult:
+    # the parsed lines, the streams and the file's bytes are gone once it is read: a long
+    # session's are hundreds of MB, and writing (calibration's DuckDB queries, the export's
+    # Arrow batches) comes after, in the same peak
+    return _read(path, estimator).write(out_dir)
+
+
+def _read(path: Path, estimator: TokenEstimator | None) -> Builder:
+    """The Builder holding every row of the transcript ``path`` (and its subagents')."""
     data = read_source(path)
     b = Builder(FORMAT, path, data, estimator)
     b.runtime = "claude-code"
@@ -774,7 +782,7 @@ def adapt_claude_code(
                f"looked in {path.stem}/subagents/"
                + (" and for agent-*.jsonl of this session beside it" if sessions else "")
                + "): what those subagents were sent is not in the store")
-    return b.write(out_dir)
+    return b
 
 
 _SNIFF_TYPES = {"user", "assistant", "system", "progress", "summary", "file-history-snapshot"}

@@ -35,7 +35,7 @@ from ..contract import TABLES
 from ..errors import ContextlensError
 from ..exportdir import ExportLayout, manifest_digest, read_layout, start_hashing
 from ..interrupts import IngestInterrupted, WriteFailed, disk_full
-from ..loadtables import create_or_insert, resolve_types
+from ..loadtables import create_or_insert, memory_held, resolve_types
 from ..safe_files import require_not_special
 from ..sql import fetch_one, one_line_error as _one_line, q, sql_str
 from ..validate import CHECK_STEPS, check_loaded
@@ -285,7 +285,8 @@ def _build(
                     ):
                         order = f" ORDER BY {q(_CLUSTER_BY[name])}"
                     create_or_insert(con, src, export_id, False, order)
-                rows, warnings = check_loaded(con, layout, export_id, hashes, tick)
+                with memory_held(con):  # its joins and aggregates spill, as the load does
+                    rows, warnings = check_loaded(con, layout, export_id, hashes, tick)
             finally:
                 for fut in hashes.values():
                     fut.cancel()
