@@ -3,7 +3,7 @@
     python benchmarks/bench_list_json.py --scales 200000 [1000000] [--repeat 3]
 
 For each scale, over a faithful synthetic store (``contextlens sample --scale N``, then
-``contextlens ingest``; both kept under ``--work``, default /tmp/contextlens-bench-list,
+``contextlens ingest``; both kept under ``--work``, default benchmarks/out/list-json (gitignored),
 and reused):
 
 - ``contextlens list --json --db STORE > FILE``: the whole list, masked, as a program reads it
@@ -147,7 +147,7 @@ def bench(db: Path, work: Path, repeat: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scales", type=int, nargs="+", default=[200_000])
-    ap.add_argument("--work", type=Path, default=Path("/tmp/contextlens-bench-list"))
+    ap.add_argument("--work", type=Path, default=Path(__file__).resolve().parent / "out" / "list-json")
     ap.add_argument("--db", type=Path, default=None, help="an existing store (one scale)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()

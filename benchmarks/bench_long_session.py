@@ -2,7 +2,7 @@
 session as it grows, per row written.
 
 Sessions of 200, 1,000 and 2,000 requests are made by extending a real dev-set session
-(/work/shared/realdata/claude-code-entire/839b35f7-compact-microcompact.jsonl) with its own
+(../shared/realdata/claude-code-entire/839b35f7-compact-microcompact.jsonl) with its own
 turns, the way the runtime grows one (tests/support/long_session.py: fresh uuids chained by
 parentUuid, fresh request and tool ids, later timestamps, growing recorded input; no
 compaction, so request k carries the history of requests 1..k-1). A second kind of session is

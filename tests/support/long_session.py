@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 # the real dev-set session the benchmark extends (a microcompaction, then a compaction)
-DEV_SESSION = Path("/work/shared/realdata/claude-code-entire/839b35f7-compact-microcompact.jsonl")
+# the development data, beside the repository (../shared/realdata)
+DEV_SESSION = (Path(__file__).resolve().parents[3] / "shared" / "realdata" / "claude-code-entire"
+               / "839b35f7-compact-microcompact.jsonl")
 _DROPPED_SUBTYPES = {"compact_boundary", "microcompact_boundary"}
 
 
