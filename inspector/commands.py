@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
@@ -23,11 +23,9 @@ from ingest.errors import ContextlensError
 from ingest.filters import AssemblyFilter, Term
 from readmodel.ids import NO_AFFIXES
 
+from .lens_app import lens_app
 from .served import is_served
 from .widgets.id_text import IdText
-
-if TYPE_CHECKING:
-    from .app import ContextLensApp
 
 # the list filter each preset applies
 INCIDENTS_FILTER = "tag:incident"
@@ -78,8 +76,9 @@ def focused_assembly(screen: Any) -> str | None:
 
 
 def safety_rules() -> frozenset[str]:
-    """The lint rules that report the safety findings (one definition: replay.safety)."""
-    from replay.safety import LINT_RULES
+    """The lint rules that report the safety findings (one definition: replay.safety, asked
+    through the read model)."""
+    from readmodel import LINT_RULES
 
     return frozenset(LINT_RULES.values())
 
@@ -98,7 +97,7 @@ class ContextLensCommands(Provider):
     """contextlens commands for Textual's command palette."""
 
     async def startup(self) -> None:
-        app: ContextLensApp = self.app  # type: ignore[assignment]
+        app = lens_app(self)
         assembly_id = focused_assembly(self.screen)
         reveal = bool(app.reveal)
 
@@ -141,7 +140,7 @@ class ContextLensCommands(Provider):
     # ------------------------------------------------------------------ the commands
 
     def commands(self) -> Iterator[Command]:
-        app: ContextLensApp = self.app  # type: ignore[assignment]
+        app = lens_app(self)
         yield Command("Verify: replay every request under its recorded policy",
                       "Faithful, drifted or inconsistent, request by request (V)",
                       app.verify_from_list)
@@ -261,7 +260,7 @@ class ContextLensCommands(Provider):
         word = max(words, key=len, default="")
         if len(word) < 2:
             return
-        app: ContextLensApp = self.app  # type: ignore[assignment]
+        app = lens_app(self)
         ids = IdText(bool(app.reveal), self.affixes)  # hits name ids as every screen does
 
         def look_up() -> list[tuple[str, str]]:

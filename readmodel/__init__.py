@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .masking import Masker, masked_placeholder
 from .model import RECORDED, AnswerCache, BisectNeedsStart, ReadModel, ReplayCache
+from .opening import open_model
 from .tokens import token_accounting
 from .records import record_content
 from .results import (
@@ -45,6 +46,7 @@ __all__ = [
     "DiffView",
     "EffectiveBudget",
     "FieldDifference",
+    "LINT_RULES",
     "SafetyView",
     "Masker",
     "PolicyInfo",
@@ -62,8 +64,10 @@ __all__ = [
     "TokenAccounting",
     "TokenReportRow",
     "VerifyResult",
+    "load_registry",
     "local_sessions",
     "masked_placeholder",
+    "open_model",
     "record_content",
     "token_accounting",
 ]
@@ -79,6 +83,10 @@ _FROM_REPLAY = {
     "FieldDifference": "replay.verify",
     "RecordDifference": "replay.verify",
     "VerifyResult": "replay.verify",
+    # a policy folder read into a registry (the front ends fail early on a bad one)
+    "load_registry": "replay.policy",
+    # the lint rules that report safety findings (the palette's "safety" search)
+    "LINT_RULES": "replay.safety",
     # the transcripts on this machine: imports every adapter (and pyarrow.parquet)
     "local_sessions": "readmodel.sessions",
 }
@@ -86,7 +94,8 @@ _FROM_REPLAY = {
 if TYPE_CHECKING:  # pragma: no cover
     from replay.compare import CompareCancelled
     from replay.diff import CHANGE_CLASSES
-    from replay.policy import EffectiveBudget
+    from replay.policy import EffectiveBudget, load_registry
+    from replay.safety import LINT_RULES
     from replay.verify import AssemblyVerdict, FieldDifference, RecordDifference, VerifyResult
 
     from .sessions import local_sessions

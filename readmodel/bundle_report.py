@@ -73,15 +73,34 @@ def bundle_report(
     ``command_id``, when given, is the id the bundle knows the request by: its pseudonym)."""
     spell = command or _spell
     view = model.assembly(assembly_id, reveal=reveal)
-    req = view.request
-    tokens = view.tokens
-    version = str(req.get("policy_version"))
+    version = str(view.request.get("policy_version"))
     masker = Masker(reveal)
     # every id, tag and name shown here passes the one id rule (``masking.masked_ids``)
-    shown_req = masked_ids(dict(req), masker)
     command_id = command_id or masked_ids(assembly_id, masker)
-    shown_id = md(command_id)
-    lines: list[str] = [f"# Incident bundle: request {shown_id}", ""]
+    lines = _preamble(command_id, reveal, masked)
+
+    # named from the folder that holds the bundle, so the commands work wherever it is moved
+    db = out.name or str(out)
+    lines += _reproduce_section(command_id, policy, db, spell)
+    lines += _request_section(view, masker)
+    lines += _safety_section(model, assembly_id, reveal)
+    keys, record_lines = _records_sections(view, masker)
+    lines += record_lines
+
+    lines += [f"## Why (recorded, policy {md(version)})", ""]
+    lines += _whys(model, assembly_id, keys, "recorded", reveal, spell, db)
+    lines.append("")
+
+    if policy is not None:
+        lines += _replay_section(model, assembly_id, policy, reveal, spell, db)
+
+    lines += _folder_section(rows, blobs, withheld, missing, policies)
+    return "\n".join(lines) + "\n"
+
+
+def _preamble(command_id: str, reveal: bool, masked: int) -> list[str]:
+    """The title and what the bundle holds masked (or that it is revealed)."""
+    lines: list[str] = [f"# Incident bundle: request {md(command_id)}", ""]
     if reveal:
         lines += ["**Revealed**: this bundle holds restricted privacy classes and secret-looking "
                   "values as recorded (written with `--reveal`). Share it as you would the logs.",
@@ -94,9 +113,12 @@ def bundle_report(
                   "every table; times and token counts are as recorded, so the bundle replays "
                   "as the store does.",
                   ""]
+    return lines
 
-    # named from the folder that holds the bundle, so the commands work wherever it is moved
-    db = out.name or str(out)
+
+def _reproduce_section(command_id: str, policy: str | None, db: str,
+                       spell: Callable[[list[str]], str]) -> list[str]:
+    """The commands that show, verify, diff and open the request from the bundle."""
     pol = f"{db}/policies"
     # a secret-shaped id is named masked here too (the --reveal bundle names it whole)
     commands = [spell(["show", command_id, "--db", db]),
@@ -108,10 +130,16 @@ def bundle_report(
     commands = [visible_text(c) for c in commands]
     # a fence longer than any run of backticks in the commands (ids are data)
     fence = "`" * max([3] + [len(r) + 1 for c in commands for r in re.findall("`+", c)])
-    lines += ["## Reproduce", "", f"From the folder that holds {md(db)}/:", "", fence,
-              *commands, fence, ""]
+    return ["## Reproduce", "", f"From the folder that holds {md(db)}/:", "", fence,
+            *commands, fence, ""]
 
-    lines += ["## The request", ""]
+
+def _request_section(view: Any, masker: Masker) -> list[str]:
+    """The recorded request's facts (when, where, who, which policy, its tokens)."""
+    req = view.request
+    tokens = view.tokens
+    shown_req = masked_ids(dict(req), masker)
+    lines = ["## The request", ""]
     facts = [
         ["assembled at", NOT_RECORDED_SENTENCE if recorded_time(req) is None
          else sentence_time(req.get("assembled_at"))],
@@ -131,8 +159,12 @@ def bundle_report(
     if tokens.recorded:
         lines += [f"Recorded input {tokens.assembled_tokens:,} tokens; "
                   f"{md(tokens.unattributed_sentence())}.", ""]
+    return lines
 
-    lines += ["## Safety findings in the recording", ""]
+
+def _safety_section(model: "ReadModel", assembly_id: str, reveal: bool) -> list[str]:
+    """The recorded prompt's safety findings (``ReadModel.recorded_safety``)."""
+    lines = ["## Safety findings in the recording", ""]
     findings = model.recorded_safety(assembly_id, reveal=reveal)
     if findings:
         lines += _table(["finding", "record", "detail"], [
@@ -141,12 +173,16 @@ def bundle_report(
     else:
         lines.append("None: nothing in the prompt breaks a safety rule.")
     lines.append("")
+    return lines
 
+
+def _records_sections(view: Any, masker: Masker) -> tuple[list[tuple[str, str]], list[str]]:
+    """(every record's real (kind, id), for the whys; the sent and omitted records' tables)."""
     included = view.included().to_pylist()
     omitted = view.omitted().to_pylist()
     keys = [(r["record_kind"], r["record_id"]) for r in included + omitted]  # the real ids
     included, omitted = masked_ids(included, masker), masked_ids(omitted, masker)
-    lines += [f"## Sent ({len(included)} records, in prompt order)", ""]
+    lines = [f"## Sent ({len(included)} records, in prompt order)", ""]
     lines += _table(["#", "record", "rendering", "reason", "tokens", "label"], [
         [r["position"], f"{r['record_kind']} {md(r['record_id'])}", r["rendering"] or "",
          r["reason_code"], f"{r['tokens']:,}", md(r["label"], LABEL_CELL)] for r in included])
@@ -163,15 +199,13 @@ def bundle_report(
              md(r["detail"], DETAIL_CELL), f"{r['tokens']:,}", md(r["label"], LABEL_CELL)]
             for r in group])
         lines.append("")
+    return keys, lines
 
-    lines += [f"## Why (recorded, policy {md(version)})", ""]
-    lines += _whys(model, assembly_id, keys, "recorded", reveal, spell, db)
-    lines.append("")
 
-    if policy is not None:
-        lines += _replay_section(model, assembly_id, policy, reveal, spell, db)
-
-    lines += ["## In this folder", ""]
+def _folder_section(rows: Mapping[str, int], blobs: int, withheld: list[str],
+                    missing: list[str], policies: list[str]) -> list[str]:
+    """What the bundle folder holds: the export's rows, its blobs and policies."""
+    lines = ["## In this folder", ""]
     lines.append("An export (`manifest.json`, one Parquet file per table): "
                  + ", ".join(f"{name} {n}" for name, n in rows.items() if n) + " rows.")
     blob_line = f"Blobs: {blobs}"
@@ -180,10 +214,9 @@ def bundle_report(
                       f"{md(', '.join(withheld))}")
     if missing:
         blob_line += f"; missing or not the recorded body in the store: {md(', '.join(missing))}"
-    lines += [blob_line + ".",
-              f"Policies: {', '.join(md(p) for p in policies) or 'none (an in-memory registry)'}.",
-              ""]
-    return "\n".join(lines) + "\n"
+    return lines + [blob_line + ".",
+                    f"Policies: {', '.join(md(p) for p in policies) or 'none (an in-memory registry)'}.",
+                    ""]
 
 
 def _whys(model: "ReadModel", assembly_id: str, keys: list[tuple[str, str]], side: str,

@@ -18,7 +18,21 @@ from .results import CompareResult
 if TYPE_CHECKING:  # pragma: no cover
     from ingest.filters import AssemblyFilter
 
-__all__ = ["RayReadModel"]
+__all__ = ["RayReadModel", "find_exports", "require_ray"]
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or one line saying how to install it (``replay.distributed``)."""
+    from replay.distributed import require_ray as required
+
+    return required()
+
+
+def find_exports(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The export folders under ``paths`` (each one, or the folders it holds)."""
+    from replay.distributed import find_exports as found
+
+    return found(paths)
 
 
 class RayReadModel:

@@ -144,6 +144,10 @@ class ReadModel:
         # when it is opened (None: not cached)
         self.views = views
 
+    def close(self) -> None:
+        """Close the store this model answers over (the front end that opened it calls it)."""
+        self.store.close()
+
     # ------------------------------------------------------------------ policies
 
     @property
@@ -478,6 +482,19 @@ class ReadModel:
                 for r, d in zip(renderings, sides, strict=True)]
 
     # ------------------------------------------------------------------ why
+
+    def recorded_safety(self, assembly_id: str, reveal: bool = False) -> list[dict[str, Any]]:
+        """The safety findings of the recorded prompt (``replay.safety``'s words, one dict
+        each: finding, record_kind, record_id, detail, ...), ids and details masked."""
+        from replay import service
+        from replay.safety import load_context
+
+        row = self.store.assembly(assembly_id)
+        records = service.recorded_records(self.store, assembly_id, row["export_id"])
+        found = load_context(self.store, assembly_id, self.registry).findings(records)
+        masker = Masker(reveal)
+        return [{**f, "record_id": masker.text(f["record_id"]), "detail": masker.text(f["detail"])}
+                for f in found]
 
     def why(
         self,
@@ -927,6 +944,8 @@ def compare_view(result: Any, out: "str | os.PathLike[str] | None",
             entry["example_requests"] = [masker.text(i) for i in entry["example_requests"]]
             for rec in entry["records"]:
                 rec["record_id"] = masker.text(rec["record_id"])
+                if rec.get("detail") is not None:
+                    rec["detail"] = masker.text(rec["detail"])
     keys = tuple(r["assembly_id"] for r in data["most_changed"])
     over = data.get("over_context_window") or {"requests": 0, "examples": []}
     for row in over["examples"]:

@@ -34,7 +34,7 @@ def _run_app(
 ) -> None:
     kwargs: dict[str, Any] = {"policies_dir": Path(policies_dir)} if policies_dir else {}
     if engine == "ray":  # the app's compare runs on Ray over PATH's Parquet export
-        from replay.distributed import find_exports, require_ray
+        from readmodel.distributed import find_exports, require_ray
 
         from ..stores import bundled_export
 
@@ -55,14 +55,14 @@ def _run_app(
         db, kwargs["follower"] = _first_follow_store(source, fmt)
     else:
         db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
-        from ingest.store import Store
+        from readmodel import open_model
 
         # a damaged or foreign file is one line here, not a traceback from the first worker
-        Store.open(db).close()
+        open_model(db).close()
     if source is not None:
         kwargs.update(source_path=source, source_format=fmt)
     if policies_dir:  # fail on a bad registry before the screen takes over
-        from replay.policy import load_registry
+        from readmodel import load_registry
 
         load_registry(policies_dir)
     from ..app import ContextLensApp
@@ -134,10 +134,13 @@ def open_cmd(path: str | None, assembly: str | None, fmt: str | None, policies_d
     (Claude Code, OpenAI chat, Anthropic Messages); default: the bundled sample."""
     if assembly:
         # Fail before the screen takes over if the id is unknown.
-        from ingest.store import Store
+        from readmodel import open_model
 
-        with Store.open(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)) as store:
-            store.assembly(assembly)
+        model = open_model(resolve_store(path, progress_printer(), fmt=fmt, warn=_warn))
+        try:
+            model.request(assembly)
+        finally:
+            model.close()
     _run_app(path, reveal=reveal, assembly=assembly, fmt=fmt, policies_dir=policies_dir,
              engine=engine, address=address, follow=follow)
 
@@ -164,7 +167,7 @@ def serve(path: str | None, port: int, host: str, fmt: str | None, policies_dir:
     db = resolve_store(path, progress_printer(), fmt=fmt, warn=_warn)
     argv = [*_isolated_python(), "-m", "inspector.cli", "open", str(db.resolve())]
     if policies_dir:
-        from replay.policy import load_registry
+        from readmodel import load_registry
 
         load_registry(policies_dir)
         argv += ["--policies", str(Path(policies_dir).resolve())]

@@ -65,18 +65,16 @@ class _Answers:
     """The read model over the store named by ``--db`` (closed on exit)."""
 
     def __init__(self, db: str | None, policies_dir: str | None = None) -> None:
-        from ingest.store import Store
-        from readmodel import ReadModel
+        from readmodel import open_model
 
         registry = _registry(policies_dir) if policies_dir else None
-        self.store = Store.open(resolve_store(db, progress_printer(), warn=_warn))
-        self.model = ReadModel(self.store, registry)
+        self.model = open_model(resolve_store(db, progress_printer(), warn=_warn), registry)
 
     def __enter__(self):
         return self.model
 
     def __exit__(self, *_: Any) -> None:
-        self.store.close()
+        self.model.close()
 
 
 class _RayAnswers:
@@ -199,6 +197,6 @@ RECORD_FIELDS_OMITTED = ["record_kind", "record_id", "reason_code", "policy_fami
 
 
 def _registry(policies_dir: str | None):
-    from replay.policy import load_registry
+    from readmodel import load_registry
 
     return load_registry(policies_dir)

@@ -38,6 +38,7 @@ from readmodel import EffectiveBudget, TokenAccounting
 from readmodel.ids import NO_AFFIXES, short_id
 from readmodel.masking import Masker, masked_ids
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.footer import KeysFooter
 from ..widgets.id_text import IdText
@@ -191,7 +192,7 @@ class AssemblyScreen(Screen[None]):
         """How this screen displays ids now: masked unless the app reveals, without the
         store's affixes (one ``IdText`` per reveal state and store, so each id is judged
         once)."""
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
         ids = getattr(self, "_id_text", None)
         if ids is None or (ids.reveal, ids.affixes) != (reveal, self._affixes):
             ids = self._id_text = IdText(reveal, self._affixes)
@@ -201,7 +202,7 @@ class AssemblyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        shown = masked_ids(self.assembly_id, Masker(bool(self.app.reveal)))  # type: ignore[attr-defined]
+        shown = masked_ids(self.assembly_id, Masker(bool(lens_app(self).reveal)))
         yield Static(f"assembly {one_line(shown, 120)} · loading…", id="assembly-header", markup=False)
         with Vertical(id="assembly-body"):
             with TabbedContent(id="tabs", initial="tab-context"):
@@ -282,8 +283,8 @@ class AssemblyScreen(Screen[None]):
     def _load(self) -> bool:
         """Show the assembly's content: at once if the request list loaded it ahead (True),
         else from a worker (False)."""
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
-        content = self.app.contents.peek((self.assembly_id, reveal))  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
+        content = lens_app(self).contents.peek((self.assembly_id, reveal))
         if content is not None:
             # handled before the screen's next layout, so it is shown filled in
             self.post_message(RecordsLoaded(self.assembly_id, content))
@@ -317,8 +318,8 @@ class AssemblyScreen(Screen[None]):
         """The lint rules and safety invariants over this one request."""
         from ingest.filters import AssemblyFilter, Term
 
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         try:
             found = answers.lint(AssemblyFilter((Term("id", assembly_id),)), reveal=reveal)
         except ContextlensError:
@@ -337,8 +338,8 @@ class AssemblyScreen(Screen[None]):
         """Load the assembly's records (the first record's panel follows once they are on
         screen: the records do not wait for it)."""
         assembly_id = self.assembly_id
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         try:
             content = assembly_content(answers, assembly_id, reveal, explain_first=False)
         except ContextlensError as err:
@@ -357,19 +358,19 @@ class AssemblyScreen(Screen[None]):
         """Explain a record for the panel; for the first record of ``opened`` (records
         just loaded), the whole is kept too, so opening it again shows it at once."""
         assembly_id = self.assembly_id
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         detail = explain(answers, assembly_id, kind, record_id, reveal)
         if opened is not None:
-            self.app.contents.get(  # type: ignore[attr-defined]
+            lens_app(self).contents.get(
                 (assembly_id, reveal), lambda: replace(opened, first_detail=detail))
         if not get_current_worker().is_cancelled:
             self.post_message(RecordExplained(detail))
 
     @work(thread=True, exclusive=True, group="prompt")
     def load_prompt(self) -> None:
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         try:
             prompt = answers.prompt(self.assembly_id, reveal=reveal)
         except ContextlensError as err:
@@ -531,7 +532,7 @@ class AssemblyScreen(Screen[None]):
             trace_pane = self.query_one("#tab-trace", TabPane)
             await trace_pane.remove_children()
             await trace_pane.mount(arrow_table(shown_ids(self._trace, "record", self._affixes,
-                                                         bool(self.app.reveal)),  # type: ignore[attr-defined]
+                                                         bool(lens_app(self).reveal)),
                                                id="trace-table", max_column_content_width=70))
         elif tab == "omitted" and self._omitted_rows is not None:
             self._built.add(tab)
@@ -726,16 +727,16 @@ class AssemblyScreen(Screen[None]):
 
     def action_conversation(self) -> None:
         if self.assembly is not None:
-            self.app.open_conversation(  # type: ignore[attr-defined]
+            lens_app(self).open_conversation(
                 self.assembly["conversation_id"], self.assembly_id
             )
 
     def action_bundle(self) -> None:
         """Write an incident bundle of this assembly (asks for the folder)."""
-        self.app.open_bundle(self.assembly_id)  # type: ignore[attr-defined]
+        lens_app(self).open_bundle(self.assembly_id)
 
     def action_replay(self) -> None:
         """Pick a policy version; the diff screen replays this assembly under it."""
-        self.app.pick_replay(  # type: ignore[attr-defined]
+        lens_app(self).pick_replay(
             self.assembly_id, (self.assembly or {}).get("policy_version")
         )

@@ -25,6 +25,7 @@ from ingest.errors import ContextlensError
 from readmodel import BisectNeedsStart, BisectResult
 from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..lens_app import lens_app
 from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 from .replay import IdsKnown
@@ -141,7 +142,7 @@ class BisectScreen(ModalScreen[None]):
 
     def ids(self) -> IdText:
         """Ids as the assembly screen shows them: masked unless the app reveals."""
-        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
+        return IdText(bool(lens_app(self).reveal), self.affixes)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="bisect-dialog"):
@@ -156,7 +157,7 @@ class BisectScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="bisect")
     def run_bisect(self) -> None:
         try:
-            answers = self.app.answers()  # type: ignore[attr-defined]
+            answers = lens_app(self).answers()
             if self.affixes == NO_AFFIXES:  # (one aggregate, remembered: before the replays)
                 self.post_message(IdsKnown(store_id_affixes(answers)))
             result = answers.bisect(

@@ -28,6 +28,7 @@ from ingest.errors import ContextlensError
 from readmodel.bundle import BundleResult, default_folder, write_bundle
 from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..lens_app import lens_app
 from ..widgets.id_text import IdText
 from ..widgets.safe import safe_text
 from .replay import IdsKnown
@@ -118,7 +119,7 @@ class BundleScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="bundle-ids")
     def load_affixes(self) -> None:
         try:
-            affixes = store_id_affixes(self.app.answers())  # type: ignore[attr-defined]
+            affixes = store_id_affixes(lens_app(self).answers())
         except ContextlensError:
             return  # the id stays whole; writing says what is wrong with the store
         self.post_message(IdsKnown(affixes))
@@ -144,7 +145,7 @@ class BundleScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="bundle")
     def write(self, folder: Path, policy: str | None) -> None:
         try:
-            result = write_bundle(self.app.answers(), self.assembly_id,  # type: ignore[attr-defined]
+            result = write_bundle(lens_app(self).answers(), self.assembly_id,
                                   folder, policy=policy, reveal=self.reveal)
         except ContextlensError as err:
             self.post_message(BundleFailed(str(err)))

@@ -37,6 +37,7 @@ from readmodel.ids import NO_AFFIXES, short_ids, store_id_affixes
 from readmodel.masking import Masker, masked_ids
 from readmodel.progress import ProgressClock
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
@@ -503,7 +504,7 @@ class CompareScreen(Screen[None]):
         title = (f"Compare {'the recording' if self.a == RECORDED else self.a} → {self.b} over "
                  + (f"the requests matching {one_line(self.filter_text, 60)}"
                     if self.filter_text.strip() else "every request"))
-        if self.app.ray_exports is not None:  # type: ignore[attr-defined]
+        if lens_app(self).ray_exports is not None:
             title += " · on Ray"
         yield Static(title, id="compare-title", markup=False)
         yield ProgressBar(id="compare-progress", show_eta=False)
@@ -530,7 +531,7 @@ class CompareScreen(Screen[None]):
 
     def _show_ids(self, result: CompareResult) -> None:
         """The safety block and the most-changed table, ids as the app shows them now."""
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
         self.query_one("#compare-safety", Static).update(
             safety_text(result, self._affixes, IdText(reveal, self._affixes)))
         for table in self.query("#compare-table").results(DataTable):
@@ -557,7 +558,7 @@ class CompareScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="compare")
     def run_compare(self) -> None:
         worker = get_current_worker()
-        on_ray = self.app.ray_exports is not None  # type: ignore[attr-defined]
+        on_ray = lens_app(self).ray_exports is not None
         last = [-1]
         run = self._run
 
@@ -568,9 +569,9 @@ class CompareScreen(Screen[None]):
                 last[0] = done
                 self.app.call_from_thread(self._progressed, done, total, run)
 
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
         try:
-            answers = self.app.compare_answers()  # type: ignore[attr-defined]
+            answers = lens_app(self).compare_answers()
             if on_ray:
                 # Ray's tasks run to their end: esc leaves the screen and drops the result
                 result = answers.compare(self.a, self.b, self.flt, progress=progress,
@@ -587,7 +588,7 @@ class CompareScreen(Screen[None]):
             return
         if not worker.is_cancelled:
             # the ids shortened as the list shortens them: the store is the same on Ray
-            self.post_message(CompareFinished(result, store_id_affixes(self.app.answers())))  # type: ignore[attr-defined]
+            self.post_message(CompareFinished(result, store_id_affixes(lens_app(self).answers())))
 
     def _progressed(self, done: int, total: int, run: int) -> None:
         if not self.is_attached or not self.running or run != self._run:
@@ -595,7 +596,7 @@ class CompareScreen(Screen[None]):
         self._seen = (done, total)
         self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
         # on Ray the count is of partitions (whole conversations), the unit Ray schedules
-        on_ray = self.app.ray_exports is not None  # type: ignore[attr-defined]
+        on_ray = lens_app(self).ray_exports is not None
         report = self._clock.report(done, total)
         self.query_one("#compare-safety", Static).update(
             "Replaying… " + (report.text("partitions on Ray", "partitions") if on_ray
@@ -611,7 +612,7 @@ class CompareScreen(Screen[None]):
         bar = self.query_one("#compare-progress", ProgressBar)
         bar.update(total=max(result.requests, 1), progress=max(result.requests, 1))
         self._affixes = message.affixes
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
         self.query_one("#compare-safety", Static).update(
             safety_text(result, message.affixes, IdText(reveal, message.affixes)))
         self.query_one("#compare-aggregates", Static).update(aggregates_text(result))
@@ -648,7 +649,7 @@ class CompareScreen(Screen[None]):
     def _open(self, row: int) -> None:
         if self.result is None or not 0 <= row < len(self.result.most_changed_keys):
             return
-        self.app.open_diff(self.result.most_changed_keys[row], self.b, self.a)  # type: ignore[attr-defined]
+        lens_app(self).open_diff(self.result.most_changed_keys[row], self.b, self.a)
 
     def action_open(self) -> None:
         for table in self.query("#compare-table").results(DataTable):
@@ -668,7 +669,7 @@ class CompareScreen(Screen[None]):
             # moving as if still at work)
             done, total = self._seen
             self.query_one("#compare-progress", ProgressBar).update(total=max(total, 1), progress=done)
-            unit = "partitions" if self.app.ray_exports is not None else "requests"  # type: ignore[attr-defined]
+            unit = "partitions" if lens_app(self).ray_exports is not None else "requests"
             self.query_one("#compare-safety", Static).update(
                 f"Compare stopped after {done:,} of {total:,} {unit}." if total else "Compare stopped.")
             self.query_one("#compare-status", Static).update("R: compare again · esc: back")

@@ -6,7 +6,7 @@ transcript adapters write it) is a marker among the runs, where it happened."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from rich.text import Text
 from textual import on, work
@@ -19,9 +19,12 @@ from textual.widgets.tree import TreeNode
 
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
-from readmodel.ids import NO_AFFIXES, natural_key, store_id_affixes
+from readmodel.conversation_tree import ConversationNode, conversation_tree, subagent_of
+from readmodel.conversation_tree import ordered as _ordered  # noqa: F401 - tests ask for it
+from readmodel.ids import NO_AFFIXES, store_id_affixes
 from readmodel.times import recorded_time
 
+from ..lens_app import lens_app
 from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, readable_line, safe_text
 
@@ -103,34 +106,82 @@ def compaction_label(message: dict[str, Any], ordinal: int) -> Text:
     return label
 
 
-def subagent_of(participant_id: str | None, participant: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(agent id, description) of a subagent participant, None for any other participant.
-
-    The transcript adapters name a subagent participant ``…:subagent:<agentId>`` and label
-    it ``subagent <description> (<agentId>)``."""
-    if participant is None or participant.get("kind") != "subagent":
-        return None
-    pid = str(participant_id or "")
-    agent = pid.rsplit("subagent:", 1)[1] if "subagent:" in pid else pid
-    desc = str(participant.get("label") or "")
-    desc = desc.removeprefix("subagent ").removesuffix(f"({agent})").strip()
-    return agent, desc
-
-
-def _before(when: Any, started: Any) -> bool:
-    """Whether a compaction at ``when`` happened before a run started at ``started``."""
-    if when is None or started is None:
-        return False
-    try:
-        return bool(when <= started)
-    except TypeError:
-        return str(when) <= str(started)
+def _assembly_label(a: Mapping[str, Any], message: ConversationLoaded) -> Text:
+    ids = message.ids
+    label = Text()
+    label.append("◆ assembly ", style="magenta")
+    label.append(ids(a["assembly_id"], ID_WIDTH, assembly=True), style="bold")
+    req = message.requests.get(a["assembly_id"], {})
+    if req.get("assembled_tokens") is not None:
+        label.append(f"  {int(req['assembled_tokens']):,} tok", style="bold")
+    if req.get("tool_calls"):
+        label.append(f"  {_count(int(req['tool_calls']), 'tool call')}")
+    if req.get("preview"):  # what the request answers, before when and how
+        label.append(f"  “{readable_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
+    label.append(f"  policy {ids(a.get('policy_version'), 40)}")
+    if a.get("scenario"):
+        label.append(f"  {ids(a['scenario'], 60)}", style="cyan")
+    when = recorded_time(a)  # None: the log records no time (never a made-up one)
+    if when is not None:
+        label.append(f"  {safe_text(table_time(when))}", style="dim")
+    return label
 
 
-def _ordered(rows: list[dict[str, Any]], when: str, id_key: str) -> list[dict[str, Any]]:
-    """``rows`` by time, then by id in natural order (r25 before r100)."""
-    return sorted(rows, key=lambda r: ("" if r.get(when) is None else str(r.get(when)),
-                                       natural_key("" if r.get(id_key) is None else str(r[id_key]))))
+def _run_label(item: ConversationNode, message: ConversationLoaded,
+               one_participant: bool) -> Text:
+    ids = message.ids
+    run = item.row
+    participant_id = run.get("participant_id")
+    subagent = subagent_of(participant_id, message.participants.get(participant_id))
+    label = Text()
+    label.append("run ", style="blue")
+    label.append(ids(run["model_run_id"], ID_WIDTH), style="bold")
+    label.append(f"  {safe_text(run.get('runtime_kind'))}")
+    if subagent is None:
+        if not one_participant:
+            label.append(f"  {ids(participant_id, ID_WIDTH)}", style="cyan")
+    else:
+        label.append(f"  subagent {ids(subagent[0], ID_WIDTH)}", style="cyan")
+    status = safe_text(run.get("status"))
+    label.append(f"  {status}", style=STATUS_STYLE.get(status, ""))
+    label.append(f"  {ids(run.get('provider'), 40)}/{ids(run.get('model'), 60)}", style="dim")
+    return label
+
+
+def _subagent_label(item: ConversationNode, message: ConversationLoaded,
+                    _one_participant: bool) -> Text:
+    """``↳ subagent`` heading the runs of one subagent under the run that called it."""
+    ids = message.ids
+    label = Text("↳ subagent ", style="bold magenta")
+    label.append(ids(item.agent, ID_WIDTH), style="bold magenta")
+    if item.description:
+        label.append(f"  {one_line(ids.masked(item.description), 60)}")
+    label.append(f"  {_count(len(item.children), 'run')}", style="dim")
+    if item.agent != item.id:
+        label.append(f"  participant {ids(item.id, ID_WIDTH)}", style="dim")
+    return label
+
+
+def _branch_label(item: ConversationNode, message: ConversationLoaded,
+                  _one_participant: bool) -> Text:
+    ids = message.ids
+    branch = item.row
+    label = Text()
+    label.append("branch ", style="green")
+    label.append(ids(branch["branch_id"], ID_WIDTH), style="bold")
+    if branch.get("name"):
+        label.append(f"  “{one_line(ids.masked(branch['name']), 40)}”")
+    if branch.get("parent_branch_id"):
+        fork = branch.get("fork_message_id")
+        label.append(
+            f"  forked from {ids(branch['parent_branch_id'], ID_WIDTH)}"
+            + (f" at {ids(fork, ID_WIDTH)}" if fork else ""),
+            style="dim",
+        )
+    return label
+
+
+_LABELS = {"branch": _branch_label, "run": _run_label, "subagent": _subagent_label}
 
 
 def _shown_ids(view: Any) -> list[Any]:
@@ -172,7 +223,7 @@ class ConversationScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        shown = IdText(bool(self.app.reveal))(self.conversation_id, ID_WIDTH)  # type: ignore[attr-defined]
+        shown = IdText(bool(lens_app(self).reveal))(self.conversation_id, ID_WIDTH)
         yield Static(f"conversation {shown} · loading…", id="conversation-header", markup=False)
         tree: Tree[dict[str, Any]] = Tree(Text(shown), id="conversation-tree")
         yield tree
@@ -183,8 +234,8 @@ class ConversationScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="conversation")
     def load_conversation(self) -> None:
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         try:
             view = answers.conversation(self.conversation_id, reveal=reveal)
             requests = answers.conversation_requests(self.conversation_id, reveal=reveal)
@@ -203,7 +254,7 @@ class ConversationScreen(Screen[None]):
 
     def on_conversation_failed(self, message: ConversationFailed) -> None:
         self._focus_pending = False
-        error = IdText(bool(self.app.reveal)).prose(message.error)  # type: ignore[attr-defined]
+        error = IdText(bool(lens_app(self).reveal)).prose(message.error)
         self.query_one("#conversation-header", Static).update(Text(error, style="bold red"))
 
     def on_conversation_loaded(self, message: ConversationLoaded) -> None:
@@ -246,152 +297,33 @@ class ConversationScreen(Screen[None]):
 
         ids = message.ids  # every id shown through it: masked unless revealed, short
 
-        def short(value: Any, assembly: bool = False) -> str:
-            return ids(value, ID_WIDTH, assembly=assembly)
-
-        root_label = Text(f"conversation {short(self.conversation_id)}", style="bold")
+        root_label = Text(f"conversation {ids(self.conversation_id, ID_WIDTH)}", style="bold")
         if conv.get("title"):
             root_label.append(f"  {readable_line(conv['title'], 60)}", style="dim")
         tree.root.set_label(root_label)
         tree.root.data = {"type": "conversation"}
 
-        branches = _ordered(message.branches, "created_at", "branch_id")
-        branch_ids = {b["branch_id"] for b in branches}
-        children: dict[str | None, list[dict[str, Any]]] = {}
-        for b in branches:
-            parent = b.get("parent_branch_id")
-            children.setdefault(parent if parent in branch_ids else None, []).append(b)
-
-        runs = _ordered(message.runs, "started_at", "model_run_id")
-        run_ids = {r["model_run_id"] for r in runs}
-        runs_by_branch: dict[str, list[dict[str, Any]]] = {}
-        child_runs: dict[str, list[dict[str, Any]]] = {}
-        for r in runs:
-            parent = r.get("parent_model_run_id")
-            if parent and parent in run_ids:
-                child_runs.setdefault(parent, []).append(r)
-            else:
-                runs_by_branch.setdefault(r["branch_id"], []).append(r)
-        assemblies_by_run: dict[str, list[dict[str, Any]]] = {}
-        for a in _ordered(message.assemblies, "assembled_at", "assembly_id"):
-            assemblies_by_run.setdefault(a["model_run_id"], []).append(a)
-        # assemblies whose run is missing still appear, under their branch
-        orphan_assemblies: dict[str, list[dict[str, Any]]] = {}
-        for run_id, items in assemblies_by_run.items():
-            if run_id not in run_ids:
-                for a in items:
-                    orphan_assemblies.setdefault(a["branch_id"], []).append(a)
-
-        compactions_by_branch: dict[str, list[dict[str, Any]]] = {}
-        ordinal = {m["message_id"]: k for k, m in enumerate(message.compactions, 1)}
-        for m in message.compactions:
-            compactions_by_branch.setdefault(m["branch_id"], []).append(m)
-
-        def add_compaction(node: TreeNode[dict[str, Any]], m: dict[str, Any]) -> None:
-            node.add_leaf(
-                compaction_label(m, ordinal[m["message_id"]]),
-                data={"type": "compaction", "id": m["message_id"]},
-            )
-
         focus_node: TreeNode[dict[str, Any]] | None = None
 
-        def add_assemblies(node: TreeNode[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+        def add(node: TreeNode[dict[str, Any]], item: ConversationNode) -> None:
+            """``item`` and everything under it, as lines under ``node``."""
             nonlocal focus_node
-            for a in items:
-                label = Text()
-                label.append("◆ assembly ", style="magenta")
-                label.append(short(a["assembly_id"], assembly=True), style="bold")
-                req = message.requests.get(a["assembly_id"], {})
-                if req.get("assembled_tokens") is not None:
-                    label.append(f"  {int(req['assembled_tokens']):,} tok", style="bold")
-                if req.get("tool_calls"):
-                    label.append(f"  {_count(int(req['tool_calls']), 'tool call')}")
-                if req.get("preview"):  # what the request answers, before when and how
-                    label.append(f"  “{readable_line(req['preview'], PREVIEW_WIDTH)}”", style="italic")
-                label.append(f"  policy {ids(a.get('policy_version'), 40)}")
-                if a.get("scenario"):
-                    label.append(f"  {ids(a['scenario'], 60)}", style="cyan")
-                when = recorded_time(a)  # None: the log records no time (never a made-up one)
-                if when is not None:
-                    label.append(f"  {safe_text(table_time(when))}", style="dim")
-
-                leaf = node.add_leaf(label, data={"type": "assembly", "id": a["assembly_id"]})
-                if a["assembly_id"] == self.focus_assembly:
+            data = {"type": item.kind, "id": item.id}
+            if item.kind == "compaction":
+                node.add_leaf(compaction_label(dict(item.row), item.ordinal), data=data)
+            elif item.kind == "assembly":
+                leaf = node.add_leaf(_assembly_label(item.row, message), data=data)
+                if item.id == self.focus_assembly:
                     focus_node = leaf
-
-        def add_run(node: TreeNode[dict[str, Any]], run: dict[str, Any]) -> None:
-            participant_id = run.get("participant_id")
-            subagent = subagent_of(participant_id, message.participants.get(participant_id))
-            label = Text()
-            label.append("run ", style="blue")
-            label.append(short(run["model_run_id"]), style="bold")
-            label.append(f"  {safe_text(run.get('runtime_kind'))}")
-            if subagent is None:
-                if not one_participant:
-                    label.append(f"  {short(participant_id)}", style="cyan")
             else:
-                label.append(f"  subagent {ids(subagent[0], ID_WIDTH)}", style="cyan")
-            status = safe_text(run.get("status"))
-            label.append(f"  {status}", style=STATUS_STYLE.get(status, ""))
-            label.append(f"  {ids(run.get('provider'), 40)}/{ids(run.get('model'), 60)}", style="dim")
-            run_node = node.add(label, data={"type": "run", "id": run["model_run_id"]}, expand=True)
-            add_assemblies(run_node, assemblies_by_run.get(run["model_run_id"], []))
-            add_children(run_node, child_runs.get(run["model_run_id"], []))
+                label = _LABELS[item.kind](item, message, one_participant)
+                added = node.add(label, data=data, expand=True)
+                for child in item.children:
+                    add(added, child)
 
-        def add_children(node: TreeNode[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
-            """Child runs under their parent: one group per subagent (↳) (in order of its first
-            run), then any other child run."""
-            groups: dict[str, list[dict[str, Any]]] = {}
-            others: list[dict[str, Any]] = []
-            for child in runs:
-                pid = child.get("participant_id")
-                if subagent_of(pid, message.participants.get(pid)) is not None:
-                    groups.setdefault(str(pid), []).append(child)
-                else:
-                    others.append(child)
-            for pid, members in groups.items():
-                agent, desc = subagent_of(pid, message.participants.get(pid)) or (pid, "")
-                label = Text("↳ subagent ", style="bold magenta")
-                label.append(ids(agent, ID_WIDTH), style="bold magenta")
-                if desc:
-                    label.append(f"  {one_line(ids.masked(desc), 60)}")
-                label.append(f"  {_count(len(members), 'run')}", style="dim")
-                if agent != pid:
-                    label.append(f"  participant {ids(pid, ID_WIDTH)}", style="dim")
-                group = node.add(label, data={"type": "subagent", "id": pid}, expand=True)
-                for child in members:
-                    add_run(group, child)
-            for child in others:
-                add_run(node, child)
-
-        def add_branch(node: TreeNode[dict[str, Any]], branch: dict[str, Any]) -> None:
-            label = Text()
-            label.append("branch ", style="green")
-            label.append(short(branch["branch_id"]), style="bold")
-            if branch.get("name"):
-                label.append(f"  “{one_line(ids.masked(branch['name']), 40)}”")
-            if branch.get("parent_branch_id"):
-                fork = branch.get("fork_message_id")
-                label.append(
-                    f"  forked from {short(branch['parent_branch_id'])}"
-                    + (f" at {short(fork)}" if fork else ""),
-                    style="dim",
-                )
-            branch_node = node.add(label, data={"type": "branch", "id": branch["branch_id"]}, expand=True)
-            markers = list(compactions_by_branch.get(branch["branch_id"], []))
-            for run in runs_by_branch.get(branch["branch_id"], []):
-                # a compaction goes before the first run started after it
-                while markers and _before(markers[0]["created_at"], run.get("started_at")):
-                    add_compaction(branch_node, markers.pop(0))
-                add_run(branch_node, run)
-            for marker in markers:
-                add_compaction(branch_node, marker)
-            add_assemblies(branch_node, orphan_assemblies.get(branch["branch_id"], []))
-            for child in children.get(branch["branch_id"], []):
-                add_branch(branch_node, child)
-
-        for branch in children.get(None, []):
-            add_branch(tree.root, branch)
+        for branch in conversation_tree(message.branches, message.runs, message.assemblies,
+                                        message.compactions, message.participants):
+            add(tree.root, branch)
         tree.root.expand()
         tree.focus()
         if focus_node is not None:
@@ -426,13 +358,13 @@ class ConversationScreen(Screen[None]):
     def node_selected(self, event: Tree.NodeSelected) -> None:
         data = event.node.data or {}
         if data.get("type") == "assembly":
-            self.app.open_assembly(data["id"])  # type: ignore[attr-defined]
+            lens_app(self).open_assembly(data["id"])
 
     def action_open(self) -> None:
         tree = self.query_one("#conversation-tree", Tree)
         node = tree.cursor_node
         if node is not None and (node.data or {}).get("type") == "assembly":
-            self.app.open_assembly(node.data["id"])  # type: ignore[attr-defined,index]
+            lens_app(self).open_assembly(node.data["id"])  # type: ignore[index]
 
     def action_toggle_runs(self) -> None:
         """Fold every run (leaving the branch outline), or unfold everything."""

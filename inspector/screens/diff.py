@@ -33,6 +33,7 @@ from ingest.errors import ContextlensError
 from readmodel import RECORDED, DiffView, EffectiveBudget
 from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table
 from ..widgets.assembly_view import budget_line
 from ..widgets.id_text import IdText
@@ -449,7 +450,7 @@ class DiffScreen(Screen[None]):
 
     def ids(self) -> IdText:
         """How this screen displays ids now: masked unless the app reveals (``IdText``)."""
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        reveal = bool(lens_app(self).reveal)
         if self._ids is None or self._ids.reveal != reveal:
             self._ids = IdText(reveal, self._affixes)
         return self._ids
@@ -461,8 +462,8 @@ class DiffScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self) -> None:
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         try:
             if self.diff is None or isinstance(self.diff, DiffView):
                 view = answers.diff(self.assembly_id, self.version, against=self.against,
@@ -481,8 +482,8 @@ class DiffScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="explain")
     def explain_change(self, kind: str, record_id: str, labels: tuple[str, str]) -> None:
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         content, privacy = "", None
         try:
             sides = []

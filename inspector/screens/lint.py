@@ -23,6 +23,7 @@ from textual_fastdatatable import DataTable
 from ingest.errors import ContextlensError
 from readmodel.masking import Masker, masked_ids
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table
 from ..widgets.footer import KeysFooter
 from ..widgets.safe import safe_text
@@ -99,10 +100,10 @@ class LintScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="lint")
     def run_lint(self) -> None:
-        app = self.app
-        reveal = bool(app.reveal)  # type: ignore[attr-defined]
+        app = lens_app(self)
+        reveal = bool(app.reveal)
         try:
-            found = app.answers().lint(reveal=reveal)  # type: ignore[attr-defined]
+            found = app.answers().lint(reveal=reveal)
         except ContextlensError as err:
             self.post_message(LintFailed(Masker(reveal).text(str(err))))
             return
@@ -154,7 +155,7 @@ class LintScreen(Screen[None]):
         if 0 <= row < len(self.findings):
             assembly_id = self.findings[row].get("assembly_id")
             if assembly_id:
-                self.app.open_assembly(assembly_id)  # type: ignore[attr-defined]
+                lens_app(self).open_assembly(assembly_id)
 
     def action_open(self) -> None:
         for table in self.query("#lint-table").results(DataTable):

@@ -32,6 +32,7 @@ from ingest.errors import ContextlensError
 from readmodel import RECORDED, PolicyInfo
 from readmodel.ids import NO_AFFIXES, store_id_affixes
 
+from ..lens_app import lens_app
 from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
 
@@ -135,7 +136,7 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
 
     def ids(self) -> IdText:
         """Ids as the request list shows them: masked unless the app reveals."""
-        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
+        return IdText(bool(lens_app(self).reveal), self.affixes)
 
     def title_text(self) -> Text:
         """``Replay r5  (recorded under …)``: the request's id as the list shows it."""
@@ -189,7 +190,7 @@ class PolicyPicker(ModalScreen[ReplayChoice | None]):
     @work(thread=True, exclusive=True, group="policies")
     def load_policies(self) -> None:
         try:
-            answers = self.app.answers()  # type: ignore[attr-defined]
+            answers = lens_app(self).answers()
             if self.assembly_id:  # (compare's picker names no request)
                 self.post_message(IdsKnown(store_id_affixes(answers)))
             policies = self.applicable(answers)

@@ -24,6 +24,7 @@ from textual_fastdatatable import DataTable
 from ingest.errors import ContextlensError
 from ingest.timefmt import table_time
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table
 from ..widgets.footer import KeysFooter
 from ..widgets.safe import safe_text
@@ -97,7 +98,7 @@ class SessionsScreen(Screen[None]):
         from readmodel import local_sessions
 
         try:
-            found = local_sessions(reveal=bool(self.app.reveal))  # type: ignore[attr-defined]
+            found = local_sessions(reveal=bool(lens_app(self).reveal))
         except ContextlensError as err:
             self.post_message(SessionsFailed(str(err)))
             return
@@ -151,7 +152,7 @@ class SessionsScreen(Screen[None]):
     def _open(self, row: int) -> None:
         if 0 <= row < len(self.rows):
             chosen = self.rows[row]
-            self.app.open_source(Path(chosen.path), chosen.runtime)  # type: ignore[attr-defined]
+            lens_app(self).open_source(Path(chosen.path), chosen.runtime)
 
     def action_open(self) -> None:
         for table in self.query("#sessions-table").results(DataTable):

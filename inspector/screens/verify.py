@@ -28,6 +28,7 @@ from textual_fastdatatable import DataTable
 
 from ingest.errors import ContextlensError
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import arrow_table, refill
 from ..widgets.id_text import IdText
 from ..widgets.safe import one_line, safe_text
@@ -155,7 +156,7 @@ class VerifyScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="verify")
     def run_verify(self) -> None:
         worker = get_current_worker()
-        answers = self.app.answers()  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
         last = [-1]
         run = self._run
 
@@ -260,11 +261,11 @@ class VerifyScreen(Screen[None]):
             note = (f"drift: recorded by assembler {item.assembler_version} under {version}; "
                     f"the reference assembler replaying the same request under {version} "
                     "selects differently")
-        self.app.open_diff(item.assembly_id, version, RECORDED, note=note)  # type: ignore[attr-defined]
+        lens_app(self).open_diff(item.assembly_id, version, RECORDED, note=note)
 
     def ids(self) -> IdText:
         """Ids as the request list shows them: masked unless the app reveals."""
-        return IdText(bool(self.app.reveal), self.affixes)  # type: ignore[attr-defined]
+        return IdText(bool(lens_app(self).reveal), self.affixes)
 
     def action_open(self) -> None:
         for table in self.query("#verify-table").results(DataTable):

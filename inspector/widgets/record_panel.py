@@ -21,6 +21,7 @@ from textual.widgets.option_list import Option
 
 from readmodel.ids import NO_AFFIXES, short_text
 
+from ..lens_app import lens_app
 from .id_text import IdText, app_reveal
 from .safe import readable, readable_line, safe_text
 
@@ -235,7 +236,7 @@ class RecordPanel(Horizontal):
         if detail is None or assembly_id is None:
             self.notify("Highlight a record to bisect it.", severity="warning")
             return
-        self.app.open_bisect(assembly_id, detail.kind, detail.record_id)  # type: ignore[attr-defined]
+        lens_app(self).open_bisect(assembly_id, detail.kind, detail.record_id)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
