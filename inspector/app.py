@@ -19,32 +19,42 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.worker import get_current_worker
 
-from .commands import ContextLensCommands
-from .screens.assembly import AssemblyScreen
-from .screens.conversation import ConversationScreen
-from .screens.help import HelpScreen
 from .screens.requests import RequestsScreen
-from .widgets.reveal import ConfirmReveal
 from .widgets.safe import one_line, set_escapes_shown
 
+# The first page needs the request list alone: every other screen (and the command palette's
+# provider) is imported when first shown, so the process that shows the list's first rows
+# has not imported them (tests/app/test_app_first_page_imports.py)
 if TYPE_CHECKING:
     from ingest.follow import Follower
     from ingest.store import Store
     from readmodel import ReadModel
 
+    from .commands import ContextLensCommands
+    from .screens.assembly import AssemblyScreen
+
+
+def _commands() -> "type[ContextLensCommands]":
+    from .commands import ContextLensCommands
+
+    return ContextLensCommands
+
 
 def key_owners() -> list[tuple[str, Any]]:
     """(help section title, class with BINDINGS) for every screen and keyed widget, in the
     order the help lists them."""
+    from .screens.assembly import AssemblyScreen
     from .screens.bisect import BisectScreen
     from .screens.bundle import BundleScreen
     from .screens.compare import ComparePicker, CompareScreen
+    from .screens.conversation import ConversationScreen
     from .screens.diff import DiffScreen
     from .screens.lint import LintScreen
     from .screens.replay import PolicyPicker
     from .screens.sessions import SessionsScreen
     from .screens.verify import VerifyScreen
     from .widgets.record_panel import ProvenanceList, RecordPanel
+    from .widgets.reveal import ConfirmReveal
 
     return [
         ("Everywhere", ContextLensApp),
@@ -87,7 +97,7 @@ class ContextLensApp(App[None]):
     TITLE = "contextlens"
     # ctrl+p: one provider, ours, which lists Textual's own commands (keys, theme,
     # screenshot, quit) after ours; two providers would list whichever answered first
-    COMMANDS = {ContextLensCommands}
+    COMMANDS = {_commands}  # a callable: Textual imports the provider when the palette opens
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
@@ -428,6 +438,8 @@ class ContextLensApp(App[None]):
     def open_assembly(self, assembly_id: str) -> None:
         """Show ``assembly_id`` in the assembly screen. One screen is kept and re-targeted
         while it is off the stack (composing a screen costs more than its data)."""
+        from .screens.assembly import AssemblyScreen
+
         screen = self._assembly_screen
         if screen is not None and screen not in self.screen_stack:
             # shown once the records are in it: its first frame shows them
@@ -441,6 +453,8 @@ class ContextLensApp(App[None]):
             self.push_screen(AssemblyScreen(assembly_id))
 
     def open_conversation(self, conversation_id: str, assembly_id: str | None = None) -> None:
+        from .screens.conversation import ConversationScreen
+
         self.push_screen(ConversationScreen(conversation_id, focus_assembly=assembly_id))
 
     def open_diff(self, assembly_id: str, version: str, against: str = "recorded",
@@ -583,6 +597,8 @@ class ContextLensApp(App[None]):
     # ------------------------------------------------------------------ actions
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -606,5 +622,7 @@ class ContextLensApp(App[None]):
         def confirmed(answer: bool | None) -> None:
             if answer:
                 self.reveal = True
+
+        from .widgets.reveal import ConfirmReveal
 
         self.push_screen(ConfirmReveal(), confirmed)

@@ -14,6 +14,7 @@ drive it.)
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,6 @@ from ingest.tags import TIMES_UNRECORDED
 from readmodel.ids import short_ids, store_id_affixes
 
 from ..widgets.arrow_table import ArrowDataTable, arrow_table, refill
-from ..widgets.assembly_view import assembly_content
 from ..widgets.footer import KeysFooter
 from ..widgets.id_text import IdText
 from ..widgets.request_columns import (
@@ -52,6 +52,10 @@ FILTER_PAUSE = 0.3  # seconds of no typing before the filter runs its query
 _INVALID = object()  # a filter text that does not parse
 PREFETCH_PAUSE = 0.15  # seconds the cursor rests on a request before it is loaded ahead
 PREFETCH_ROWS = 20  # fetch the next page when the cursor is this close to the last row
+# A page's lint waits for the frame that shows its rows (it imports and runs the replay
+# engine's safety checks: seconds of a shared core, which the rows' first frame would wait
+# on), or this long when no frame comes (the list is not the screen shown)
+FINDINGS_AFTER_PAINT_S = 1.0
 
 RowKey = tuple[str, str]  # (assembly_id, export_id): a row's place in any order of the list
 
@@ -307,16 +311,24 @@ class RequestsScreen(Screen[None]):
             return
         if source:
             self.app.call_from_thread(self._name_source, source)
-        keys = result.keys
-        self.post_message(AssembliesLoaded(generation, result.offset, keys, display, matched,
-                                           total, affixes, misses, place, cursor_row))
-        # the markers come after the rows: the page shows at once, its lint follows
+        self.post_message(AssembliesLoaded(generation, result.offset, result.keys, display,
+                                           matched, total, affixes, misses, place, cursor_row))
+
+    @work(thread=True, group="requests-findings")
+    def load_findings(self, generation: int, offset: int, keys: pa.Table,
+                      painted: threading.Event) -> None:
+        """The lint markers of the page at ``offset``, once its rows are on screen (the
+        page shows at once, its lint follows): not exclusive, each page loaded gets its own."""
+        painted.wait(FINDINGS_AFTER_PAINT_S)
+        if generation != self._generation or get_current_worker().is_cancelled:
+            return  # a newer query replaced the page
+        answers = self.app.answers()  # type: ignore[attr-defined]
         try:
             markers = finding_markers(answers.request_findings(keys["assembly_id"]))
         except ContextlensError:
             markers = pa.array([""] * keys.num_rows, pa.string())
         if not get_current_worker().is_cancelled:
-            self.post_message(FindingsLoaded(generation, result.offset, markers))
+            self.post_message(FindingsLoaded(generation, offset, markers))
 
     def _name_source(self, source: str) -> None:
         """The header names what the store was built from, not its cache file (a store
@@ -365,6 +377,9 @@ class RequestsScreen(Screen[None]):
             # rows reloaded under the cursor keep the view; a new query starts at its row
             self._show_table(row=max(row, 0), keep_view=keep is not None)
         self._update_status()
+        painted = threading.Event()
+        self.call_after_refresh(painted.set)
+        self.load_findings(message.generation, message.offset, message.keys, painted)
 
     def on_findings_loaded(self, message: FindingsLoaded) -> None:
         display = self._display
@@ -626,6 +641,8 @@ class RequestsScreen(Screen[None]):
     def prefetch(self, assembly_id: str) -> None:
         """Load what the assembly screen shows of ``assembly_id`` (its records and the first
         record's panel), so Enter fills the screen without waiting for the read model."""
+        from ..widgets.assembly_view import assembly_content
+
         self._prefetch_timer = None
         app = self.app
         reveal = bool(app.reveal)  # type: ignore[attr-defined]
