@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ContextlensError
-from ..safe_files import file_kind
+from ..safe_files import file_kind, read_capped
 
 # Formats are decided on the first SNIFF_BYTES of a file; a line cut there is read to its
 # end, up to SNIFF_LINE_CAP in all, so that a transcript whose first line is huge (a pasted
@@ -67,13 +67,20 @@ def given_source(path: Path, data: bytes) -> Any:
         _GIVEN.source = previous
 
 
+# The most of one transcript an adapter reads. An adapter parses its file whole (its rows
+# are spilled as they are made, not its lines), so its memory follows the file's size: a
+# 2,000-request Claude Code session is 26 MB and ingests in 685 MB (docs/benchmarks.md);
+# a file past this is refused in one line rather than read until the machine runs out.
+TRANSCRIPT_CAP = 1 << 30
+
+
 def read_source(path: Path) -> bytes:
     """The bytes of the transcript ``path`` an adapter converts: what :func:`given_source`
-    holds for it, else the file's content."""
+    holds for it, else the file's content (a regular file, TRANSCRIPT_CAP at most)."""
     given = getattr(_GIVEN, "source", None)
     if given is not None and given[0] == Path(path):
         return given[1]
-    return Path(path).read_bytes()
+    return read_capped(path, TRANSCRIPT_CAP, "transcript")
 
 
 def read_head(path: Path) -> tuple[bytes, bool, bool]:

@@ -288,3 +288,23 @@ def test_an_ingest_into_a_damaged_store_writes_nothing(capsys, tmp_path: Path, e
     other = make_export(tmp_path / "other", export_id="exp-other")
     _one_error(*run(capsys, "ingest", str(other), "--db", str(db)), str(db))
     assert _sha(db) == before
+
+
+def test_a_transcript_past_the_cap_is_one_line_and_nothing_stored(
+        capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An adapter parses its file whole, so a transcript is read up to a cap (1 GiB; here
+    a few kilobytes, the same rule): past it, one line naming the file, exit 2, no store."""
+    import ingest.adapters.files as files
+
+    monkeypatch.setenv("CONTEXTLENS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(files, "TRANSCRIPT_CAP", 4096)
+    session = tmp_path / "long.jsonl"
+    line = json.dumps({"type": "user", "uuid": "u1", "sessionId": "s1",
+                       "timestamp": "2026-10-20T09:00:00Z",
+                       "message": {"role": "user", "content": "x" * 200}})
+    session.write_text("\n".join([line] * 40) + "\n")
+    db = tmp_path / "store.duckdb"
+    code, out, err = run(capsys, "ingest", str(session), "--db", str(db), "--format", "claude-code")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and str(session) in err and "too large to be read" in err
+    assert not db.exists()
