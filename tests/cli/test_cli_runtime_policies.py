@@ -341,7 +341,7 @@ def test_list_diff_replay_and_compare_count_a_requests_tokens_alike(
                           "--out", str(out))
     assert code == 0, err
     compared = {r["assembly_id"]: r for r in
-                duckdb.sql(f"SELECT * FROM '{out}'").fetchdf().to_dict("records")}
+                duckdb.sql(f"SELECT * FROM '{out}'").to_arrow_table().to_pylist()}
     outside = 0
     for row in rows:
         aid = row["assembly_id"]
