@@ -37,6 +37,7 @@ from ingest.secrets import MASK_PREFIX
 from ingest.tags import TIMES_UNRECORDED
 from readmodel.ids import short_ids, store_id_affixes
 
+from ..lens_app import lens_app
 from ..widgets.arrow_table import ArrowDataTable, arrow_table, refill
 from ..widgets.footer import KeysFooter
 from ..widgets.id_text import IdText
@@ -284,8 +285,8 @@ class RequestsScreen(Screen[None]):
               after: RowKey | None = None, before: RowKey | None = None, last: bool = False,
               around: RowKey | None = None, offset: int | None = None, limit: int = PAGE_ROWS,
               cursor_row: int | None = None, counts: tuple[int, int] | None = None) -> None:
-        answers = self.app.answers()  # type: ignore[attr-defined]
-        reveal = bool(self.app.reveal)  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
+        reveal = bool(lens_app(self).reveal)
         self.queries_run += 1
         try:
             result = answers.request_page(
@@ -322,7 +323,7 @@ class RequestsScreen(Screen[None]):
         painted.wait(FINDINGS_AFTER_PAINT_S)
         if generation != self._generation or get_current_worker().is_cancelled:
             return  # a newer query replaced the page
-        answers = self.app.answers()  # type: ignore[attr-defined]
+        answers = lens_app(self).answers()
         try:
             markers = finding_markers(answers.request_findings(keys["assembly_id"]))
         except ContextlensError:
@@ -334,14 +335,14 @@ class RequestsScreen(Screen[None]):
         """The header names what the store was built from, not its cache file (a store
         named otherwise is named too)."""
         self._source_named = True
-        app = self.app
-        store = app.db_path.name  # type: ignore[attr-defined]
+        app = lens_app(self)
+        store = app.db_path.name
         # a cache store is named after its source: named once, and never whole beside a
         # source name that was masked (the store's name would show what was masked)
         label = (source if store.startswith(source) or MASK_PREFIX in source
                  else f"{source} · {store}")
-        app.source_label = label  # type: ignore[attr-defined]
-        app.watch_reveal(app.reveal)  # type: ignore[attr-defined]
+        app.source_label = label
+        app.watch_reveal(app.reveal)
 
     def on_assemblies_loaded(self, message: AssembliesLoaded) -> None:
         if message.generation != self._generation:
@@ -644,12 +645,12 @@ class RequestsScreen(Screen[None]):
         from ..widgets.assembly_view import assembly_content
 
         self._prefetch_timer = None
-        app = self.app
-        reveal = bool(app.reveal)  # type: ignore[attr-defined]
+        app = lens_app(self)
+        reveal = bool(app.reveal)
         try:
-            app.contents.get(  # type: ignore[attr-defined]
+            app.contents.get(
                 (assembly_id, reveal),
-                lambda: assembly_content(app.answers(), assembly_id, reveal),  # type: ignore[attr-defined]
+                lambda: assembly_content(app.answers(), assembly_id, reveal),
             )
         except ContextlensError:
             pass  # opening it will say what is wrong
@@ -675,7 +676,7 @@ class RequestsScreen(Screen[None]):
     def _open_row(self, row: int) -> None:
         keys = self._row_keys(row)
         if keys is not None:
-            self.app.open_assembly(keys[0])  # type: ignore[attr-defined]
+            lens_app(self).open_assembly(keys[0])
 
     # ------------------------------------------------------------------ actions
 
@@ -703,7 +704,7 @@ class RequestsScreen(Screen[None]):
             return
         keys = self._row_keys(table.cursor_row)
         if keys is not None:
-            self.app.open_conversation(keys[1], keys[0])  # type: ignore[attr-defined]
+            lens_app(self).open_conversation(keys[1], keys[0])
 
     def action_sort(self) -> None:
         table = self._table()
@@ -714,12 +715,12 @@ class RequestsScreen(Screen[None]):
         self.reload()
 
     def action_verify(self) -> None:
-        self.app.verify_from_list()  # type: ignore[attr-defined]
+        lens_app(self).verify_from_list()
 
     def action_compare(self) -> None:
         """Compare two policy versions over the requests the current filter selects."""
         q = self.query_state
-        self.app.pick_compare(q.flt, q.text)  # type: ignore[attr-defined]
+        lens_app(self).pick_compare(q.flt, q.text)
 
     def _sort_by(self, column_index: int) -> None:
         """Sort by the column shown at ``column_index``; again on the same column reverses."""
