@@ -17,7 +17,7 @@ from ingest.store import Store
 from ingest.store.database import STORE_TABLES, connect
 from support.cli import run
 from support.planted_ids import ASM, CONV, EXPORT, leaked, make_planted_export
-from support.stores import make_export
+from support.stores import make_export, renamed_ids
 
 
 def _state(db: Path) -> dict[str, Any]:
@@ -33,26 +33,6 @@ def _state(db: Path) -> dict[str, Any]:
         con.close()
     return {"sha256": hashlib.sha256(db.read_bytes()).hexdigest(), "rows": rows,
             "files": sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name))}
-
-
-def _renamed(suffix: str, keep: set[str]) -> Any:
-    """An edit giving every id column except ``keep`` (and the columns naming those ids)
-    a suffix, so only the kept ids repeat the base export's."""
-
-    def edit(rows: dict[str, list[dict[str, Any]]]) -> None:
-        for table in rows.values():
-            for row in table:
-                for key, value in list(row.items()):
-                    if not (key.endswith("_id") or key.endswith("_ids") or key == "superseded_by"):
-                        continue
-                    if any(key.endswith(k) for k in keep):
-                        continue
-                    if isinstance(value, str):
-                        row[key] = value + suffix
-                    elif isinstance(value, list):
-                        row[key] = [v + suffix if isinstance(v, str) else v for v in value]
-
-    return edit
 
 
 @pytest.fixture
@@ -93,7 +73,7 @@ def test_a_second_export_repeating_the_stored_ids_is_refused_and_the_store_uncha
 def test_a_collision_in_any_table_names_that_table(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: set[str], table: str, key: str
 ) -> None:
-    export = make_export(tmp_path / "second", export_id="run-2", edit=_renamed("-b", kept))
+    export = make_export(tmp_path / "second", export_id="run-2", edit=renamed_ids(suffix="-b", keep=tuple(kept)))
     line = _refused(capsys, export, store)
     assert f"table {table} (" in line and key in line
 
@@ -101,7 +81,7 @@ def test_a_collision_in_any_table_names_that_table(
 def test_an_export_with_no_shared_ids_is_added(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    export = make_export(tmp_path / "second", export_id="run-2", edit=_renamed("-b", set()))
+    export = make_export(tmp_path / "second", export_id="run-2", edit=renamed_ids(suffix="-b"))
     code, out, err = run(capsys, "ingest", str(export), "--db", str(store))
     assert code == 0, err
     with Store.open(store) as s:

@@ -245,9 +245,15 @@ def set_value(export_dir: Path, table: str, column: str, row: int, value: Any,
 _ID_COLUMNS = {"shared_with", "supersedes", "superseded_by", "conflicts_with", "owner_id"}
 
 
-def prefixed_ids(prefix: str) -> Callable[[dict[str, list[dict[str, Any]]]], None]:
-    """An edit giving every id of the base rows ``prefix``: a second export of the same rows
-    a store can hold beside the first (primary keys are unique within a store)."""
+def renamed_ids(prefix: str = "", suffix: str = "", keep: tuple[str, ...] = ()
+                ) -> Callable[[dict[str, list[dict[str, Any]]]], None]:
+    """An edit giving every id of the base rows ``prefix`` and ``suffix`` (the columns named
+    ``*_id``, ``*_ids`` and those naming other rows' ids), except the columns ending with one
+    of ``keep``: a second export of the same rows that repeats only the kept ids of the first
+    (primary keys are unique within a store)."""
+
+    def renamed(value: Any) -> Any:
+        return prefix + value + suffix if isinstance(value, str) else value
 
     def edit(rows: dict[str, list[dict[str, Any]]]) -> None:
         for table in rows.values():
@@ -255,9 +261,14 @@ def prefixed_ids(prefix: str) -> Callable[[dict[str, list[dict[str, Any]]]], Non
                 for key, value in list(row.items()):
                     if not (key.endswith("_id") or key.endswith("_ids") or key in _ID_COLUMNS):
                         continue
-                    if isinstance(value, str):
-                        row[key] = prefix + value
-                    elif isinstance(value, list):
-                        row[key] = [prefix + v if isinstance(v, str) else v for v in value]
+                    if any(key.endswith(k) for k in keep):
+                        continue
+                    row[key] = ([renamed(v) for v in value] if isinstance(value, list)
+                                else renamed(value))
 
     return edit
+
+
+def prefixed_ids(prefix: str) -> Callable[[dict[str, list[dict[str, Any]]]], None]:
+    """``renamed_ids`` with a prefix: a second export a store can hold beside the first."""
+    return renamed_ids(prefix=prefix)
