@@ -37,6 +37,19 @@ def sample_db(sample_export: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="session")
+def scale_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of the scale sample (SCALE_REQUESTS requests, seed 7), read only by its tests
+    (once per test worker)."""
+    from ingest.store import ingest
+    from replay.sample_export import write_sample
+    from support.stores import SCALE_REQUESTS
+
+    root = tmp_path_factory.mktemp("scale")
+    ingest(write_sample(root / "export", seed=7, scale=SCALE_REQUESTS), root / "store.duckdb")
+    return root / "store.duckdb"
+
+
+@pytest.fixture(scope="session")
 def secret_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store of the transcript whose tool arguments and results hold secrets
     (``support.secrets``: the file and the values no output may show unless revealed)."""

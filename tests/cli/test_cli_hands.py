@@ -12,6 +12,7 @@ import pytest
 
 from support.interrupts import Interrupted, interrupt_at
 from support.progress_bar import run_with_every_query_drawing_progress
+from support.stores import SCALE_REQUESTS
 
 # Every command that takes --json, with arguments the sample answers ({db}: the store;
 # {tmp}: a folder of the test's own)
@@ -65,19 +66,6 @@ def test_sessions_json_is_json_alone_when_every_query_would_draw_progress(tmp_pa
 
 
 # ----------------------------------------------------------------------------- Ctrl+C
-
-# more requests than one chunk holds, so compare and verify start worker processes
-SCALE_REQUESTS = 10_000
-
-
-@pytest.fixture(scope="module")
-def scale_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.store import ingest
-    from replay.sample_export import write_sample
-
-    root = tmp_path_factory.mktemp("scale")
-    ingest(write_sample(root / "export", seed=7, scale=SCALE_REQUESTS), root / "store.duckdb")
-    return root / "store.duckdb"
 
 
 def _aborted_cleanly(run: Interrupted) -> None:

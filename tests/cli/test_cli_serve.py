@@ -4,17 +4,14 @@ listening (the browser test, tests/browser, drives a running one)."""
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
-from support.serving import STARTUP_S, serving, token_of
+from support.serving import serving, tab_screen, token_of
 
-_CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def _serve(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -58,39 +55,8 @@ def test_each_tab_runs_an_isolated_interpreter_whatever_the_working_folder(
                  python=(sys.executable, "-P")) as url:
         # textual-serve writes a tab app's start-up failure (its stderr) to its own output
         port = urlsplit(url).port
-        shown = asyncio.run(_tab_screen(
+        shown = asyncio.run(tab_screen(
             f"ws://127.0.0.1:{port}/ws?token={token_of(url)}&width=120&height=30",
-            lambda text: "asm-0" in text, lambda: "Traceback" in log.read_text()))
+            lambda text: "asm-0" in text, failed=lambda: "Traceback" in log.read_text()))
         assert "asm-0" in shown, log.read_text()[-3000:]
         assert "RuntimeError" not in log.read_text()
-
-
-async def _tab_screen(url: str, done: Callable[[str], bool],
-                      failed: Callable[[], bool]) -> str:
-    """What the app of a new browser tab draws, as text, read from its websocket until
-    ``done(text)``, the session ends or ``failed()`` (looked at while nothing arrives)."""
-    import aiohttp
-
-    received: list[str] = []
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url) as ws:
-            for _ in range(int(STARTUP_S)):
-                try:
-                    message = await ws.receive(timeout=1.0)
-                except asyncio.TimeoutError:
-                    if failed():
-                        break
-                    continue
-                if message.type == aiohttp.WSMsgType.BINARY:
-                    received.append(message.data.decode("utf-8", "replace"))
-                elif message.type == aiohttp.WSMsgType.TEXT:
-                    received.append(message.data)
-                else:
-                    break  # closed: the session ended
-                if done(_text(received)):
-                    break
-    return _text(received)
-
-
-def _text(chunks: list[str]) -> str:
-    return _CSI.sub("", "".join(chunks))

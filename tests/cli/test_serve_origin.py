@@ -15,9 +15,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
-from support.serving import STARTUP_S, serving, token_of
+from support.serving import serving, tab_screen, token_of
 
-_CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 @pytest.fixture(scope="module")
@@ -101,27 +100,6 @@ def test_the_page_needs_the_token_and_this_servers_name(served: str) -> None:
     assert _page_status(served.replace("127.0.0.1", "localhost")) == 200
 
 
-async def _first_screen(url: str, origin: str) -> str:
-    """What the app of a new tab draws, as text, until it lists the sample's requests."""
-    received: list[str] = []
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url, origin=origin) as ws:
-            for _ in range(int(STARTUP_S)):
-                try:
-                    message = await ws.receive(timeout=1.0)
-                except asyncio.TimeoutError:
-                    continue
-                if message.type == aiohttp.WSMsgType.BINARY:
-                    received.append(message.data.decode("utf-8", "replace"))
-                elif message.type == aiohttp.WSMsgType.TEXT:
-                    received.append(message.data)
-                else:
-                    break  # closed: the session ended
-                if "asm-0" in _CSI.sub("", "".join(received)):
-                    break
-    return _CSI.sub("", "".join(received))
-
-
 def test_the_pages_own_websocket_is_served(served: str) -> None:
     """The websocket the printed URL's page names (the token in its path), with the
     page's Origin, runs the app: the request list arrives."""
@@ -131,7 +109,8 @@ def test_the_pages_own_websocket_is_served(served: str) -> None:
     assert found is not None
     ws_url = found.group(1)
     assert ws_url.endswith("/ws/" + token_of(served))
-    shown = asyncio.run(_first_screen(ws_url + "?width=120&height=30", _origin(served)))
+    shown = asyncio.run(tab_screen(ws_url + "?width=120&height=30", lambda text: "asm-0" in text,
+                                   origin=_origin(served)))
     assert "asm-0" in shown
 
 

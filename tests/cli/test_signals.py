@@ -15,19 +15,6 @@ import pytest
 
 from support.interrupts import Interrupted, signal_at, wait_gone
 
-# more requests than one chunk holds, so compare starts worker processes
-SCALE_REQUESTS = 10_000
-
-
-@pytest.fixture(scope="module")
-def scale_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.store import ingest
-    from replay.sample_export import write_sample
-
-    root = tmp_path_factory.mktemp("scale")
-    ingest(write_sample(root / "export", seed=7, scale=SCALE_REQUESTS), root / "store.duckdb")
-    return root / "store.duckdb"
-
 
 def _export_id(export: Path) -> str:
     import json

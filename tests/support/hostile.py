@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .stores import make_export
+from .stores import make_export, rename_values
 
 MARKUP = "[bold red]MARKUP[/]"
 LINK_MARKUP = "[link=http://evil.example]LINKED[/link]"
@@ -43,19 +43,8 @@ MARKER_ID = "msg-compact" + HOSTILE
 DB_NAME = "hostile[b]\x1b[31m\u202ename.duckdb"
 
 
-def _rename(value: Any) -> Any:
-    if isinstance(value, str):
-        return RENAMED.get(value, value)
-    if isinstance(value, list):
-        return [_rename(v) for v in value]
-    return value
-
-
 def hostile_edit(rows: dict[str, list[dict[str, Any]]]) -> None:
-    for table in rows.values():
-        for row in table:
-            for key, value in list(row.items()):
-                row[key] = _rename(value)
+    rename_values(rows, RENAMED)
     rows["conversations"][0]["title"] = "title " + HOSTILE + LONG
     rows["conversations"][1]["title"] = LONG
     for branch in rows["branches"]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .stores import make_export
+from .stores import make_export, rename_values
 
 # shapes the detector knows by their format (ingest/secrets.py), planted as identifiers
 ASM = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"  # an assembly id (a GitHub token)
@@ -30,19 +30,8 @@ RENAMED = {"as1": ASM, "c1": CONV, "msg1": REC, "acme-large": MODEL, "acme-small
            "read_csv": TOOL, "csv": SKILL, "as2": NL_ASM, "msg2": NL_REC}
 
 
-def _rename(value: Any) -> Any:
-    if isinstance(value, str):
-        return RENAMED.get(value, value)
-    if isinstance(value, list):
-        return [_rename(v) for v in value]
-    return value
-
-
 def _plant(rows: dict[str, list[dict[str, Any]]]) -> None:
-    for table in rows.values():
-        for row in table:
-            for key, value in list(row.items()):
-                row[key] = _rename(value)
+    rename_values(rows, RENAMED)
     for a in rows["context_assemblies"]:
         a["tags"] = [f"scenario:{TAG}", TAG, NL_TAG]
 

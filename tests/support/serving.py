@@ -3,6 +3,7 @@ free port, and its printed URL (with this run's token) once it says it listens."
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import subprocess
@@ -10,12 +11,14 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 # generous: a cold Python on two shared cores (a bound for a server that never says it
 # listens to fail, not a measure)
 STARTUP_S = 120.0
+# what a terminal would act on, not show: CSI and OSC sequences
+CSI = re.compile(r"\x1b\[[0-9;?$]*[A-Za-z]|\x1b\][^\x07]*\x07")
 BANNER = re.compile(r"contextlens: serving .* on (http://\S+) \(ctrl\+c stops\)")
 
 
@@ -60,3 +63,33 @@ def serving(db: Path, log: Path, *argv: str, cwd: Path | None = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def tab_screen(url: str, done: Callable[[str], bool], origin: str | None = None,
+                     failed: Callable[[], bool] = lambda: False) -> str:
+    """What the app of a new browser tab draws, as text, read from its websocket ``url``
+    (sent with ``origin``, if any) until ``done(text)``, the session ends, or ``failed()``
+    (looked at while nothing arrives)."""
+    import aiohttp
+
+    received: list[str] = []
+    text = ""
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, origin=origin) as ws:
+            for _ in range(int(STARTUP_S)):
+                try:
+                    message = await ws.receive(timeout=1.0)
+                except asyncio.TimeoutError:
+                    if failed():
+                        break
+                    continue
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    received.append(message.data.decode("utf-8", "replace"))
+                elif message.type == aiohttp.WSMsgType.TEXT:
+                    received.append(message.data)
+                else:
+                    break  # closed: the session ended
+                text = CSI.sub("", "".join(received))
+                if done(text):
+                    break
+    return text

@@ -242,6 +242,10 @@ def set_value(export_dir: Path, table: str, column: str, row: int, value: Any,
 
 
 # id columns of the base rows (and the columns and lists that name them)
+# The scale store's size (conftest's ``scale_db``): more requests than one engine chunk
+# holds, so compare and verify start worker processes.
+SCALE_REQUESTS = 10_000
+
 _ID_COLUMNS = {"shared_with", "supersedes", "superseded_by", "conflicts_with", "owner_id"}
 
 
@@ -272,3 +276,20 @@ def renamed_ids(prefix: str = "", suffix: str = "", keep: tuple[str, ...] = ()
 def prefixed_ids(prefix: str) -> Callable[[dict[str, list[dict[str, Any]]]], None]:
     """``renamed_ids`` with a prefix: a second export a store can hold beside the first."""
     return renamed_ids(prefix=prefix)
+
+
+def rename_values(rows: dict[str, list[dict[str, Any]]], renamed: dict[str, str]) -> None:
+    """Every value of every row (alone or in a list) that ``renamed`` names, replaced by
+    its new name: an export whose ids, models, tools... are planted values."""
+
+    def new(value: Any) -> Any:
+        if isinstance(value, str):
+            return renamed.get(value, value)
+        if isinstance(value, list):
+            return [new(v) for v in value]
+        return value
+
+    for table in rows.values():
+        for row in table:
+            for key, value in list(row.items()):
+                row[key] = new(value)
