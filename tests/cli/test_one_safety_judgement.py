@@ -7,24 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import random
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from support.cli import run
-from support.engine import TestRegistry, requests_table
-from support.graphs import policies, random_graph, random_requests
 
 from ingest.store import Store
 from ingest.timefmt import sentence_time, sentence_time_column
-from replay.columnar import graphs_from_snapshots
 from replay.lint import SAFETY_RULES, lint
 from replay.policy import load_registry
-from replay.safety import FINDING_OF_RULE, SafetyContext, graph_findings, load_context
+from replay.safety import FINDING_OF_RULE, graph_findings, load_context
 from replay.service import recorded_records
 
 INCIDENT = "asm-035"  # the v5 incident: calendar memories shown as current facts
@@ -91,42 +85,6 @@ def test_every_recorded_finding_has_the_lints_words(sample_db: Path) -> None:
 
 
 RENDERINGS = ["verbatim", "rehydrated_raw", "compact_memory", "summary", "reference", None]
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), pols=st.lists(policies, min_size=1, max_size=3),
-       n=st.integers(1, 6))
-def test_sql_and_function_word_every_finding_alike_on_random_graphs(
-        seed: int, pols: list, n: int) -> None:
-    """Every kind of finding (forks, private, audit-only, superseded by visible and hidden
-    replacements, stale, restricted): the chunk's SQL facts and the function's facts give
-    the same sentence."""
-    rnd = random.Random(seed)
-    snap, first, _ = random_graph(rnd, "c")
-    reqs = random_requests(rnd, snap, first, n)
-    for i, r in enumerate(reqs):
-        r.policy_version = f"p{i % len(pols)}"
-    registry = TestRegistry({f"p{i}": p for i, p in enumerate(pols)})
-    ids = [(kind, row[key]) for table, kind, key in (
-        ("messages", "message", "message_id"), ("tool_calls", "tool_call", "tool_call_id"),
-        ("tool_artifacts", "tool_artifact", "artifact_id"),
-        ("tool_memories", "tool_memory", "memory_id")) for row in snap.tables[table]]
-    rows: list[dict] = []
-    want: dict = {}
-    for req in reqs:
-        mine = [{"assembly_id": req.assembly_id, "record_kind": kind, "record_id": rid,
-                 "decision": rnd.choice(["included", "included", "omitted"]),
-                 "rendering": rnd.choice(RENDERINGS)} for kind, rid in ids]
-        rows += mine
-        want |= {(req.assembly_id, f["record_kind"], f["record_id"], f["finding"]): f["detail"]
-                 for f in SafetyContext(snap, req, registry).findings(mine)}
-    requests = requests_table(reqs)
-    requests = requests.append_column("export_id", pa.array(["exp"] * len(reqs), pa.string()))
-    (side,) = graph_findings(duckdb.connect(), graphs_from_snapshots({"c": snap}), "exp",
-                             requests, [pa.Table.from_pylist(rows)], registry)
-    got = {(f["assembly_id"], f["record_kind"], f["record_id"], f["finding"]): f["detail"]
-           for f in side.to_pylist()}
-    assert got == want, f"seed {seed}: {sorted(set(got.items()) ^ set(want.items()))[:4]}"
 
 
 def test_sentence_time_column_agrees_with_sentence_time() -> None:
